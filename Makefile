@@ -1,0 +1,45 @@
+# pcshare: see README.md. Kernel trees and builds live in $(PCSHARE_CACHE).
+PYTHON ?= $(shell command -v python3)
+export PCSHARE_CACHE ?= $(HOME)/.cache/pcshare
+DEV ?= $(PCSHARE_CACHE)/dev
+DEMO_ARGS ?=
+
+.PHONY: help deps kernels test test-host demo dev-tree export-patches check-patches clean-cache
+
+help:
+	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
+	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
+	@echo "make kernels         build the stock and pcshare kernels (default variant)"
+	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
+	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
+	@echo "make check-patches   checkpatch.pl --strict on the series"
+	@echo "make deps            install apt/pip packages (done by demo and test too)"
+
+deps:
+	@PYTHON=$(PYTHON) scripts/deps.sh
+
+kernels: deps
+	scripts/kernel.sh build stock default
+	scripts/kernel.sh build pcshare default
+
+test: deps
+	$(PYTHON) scripts/run_tests.py
+
+test-host: deps
+	scripts/kernel.sh build stock default >/dev/null
+	$(PYTHON) -m pytest -p no:cacheprovider -v tests/host
+
+demo: deps
+	$(PYTHON) bench/demo.py $(DEMO_ARGS)
+
+dev-tree: deps
+	scripts/kernel.sh dev-tree $(DEV)
+
+export-patches:
+	scripts/kernel.sh export $(DEV)
+
+check-patches: deps
+	scripts/kernel.sh check-patches
+
+clean-cache:
+	rm -rf $(PCSHARE_CACHE)

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Kernel source trees and builds for pcshare.
+#
+# Everything big lives in the cache directory ($PCSHARE_CACHE, default
+# ~/.cache/pcshare), never in the checkout:
+#   stock/src            git repo: Debian's linux-source-6.12, one baseline
+#                        commit tagged pcshare-base; the stock kernel's source
+#   pcshare/src          git worktree: pcshare-base + kernel/series (git am)
+#   <kernel>/build-<variant>   out-of-tree build directories (incremental)
+#   ccache/              compiler cache shared by both kernels
+# The two kernels' build dirs sit at the same relative distance from their
+# sources, so ccache serves the stock objects to the pcshare build.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cache=${PCSHARE_CACHE:-$HOME/.cache/pcshare}
+tarball=/usr/src/linux-source-6.12.tar.xz
+want_ver=$(grep -v '^#' "$top/kernel/version" | head -n1)
+git_id=(-c user.name=pcshare -c user.email=pcshare@localhost -c advice.detachedHead=false)
+
+usage() {
+	cat <<EOF
+usage: scripts/kernel.sh COMMAND [ARGS]
+
+  source                 install and unpack the pinned kernel source ($want_ver)
+  tree KERNEL            make KERNEL's source tree current (stock | pcshare)
+  dev-tree [DIR]         make a development work tree: baseline + series
+                         applied as commits on branch 'dev' (default DIR:
+                         \$PCSHARE_CACHE/dev)
+  export [DIR]           write DIR's commits since the baseline back to
+                         kernel/patches/ and kernel/series
+  build KERNEL VARIANT   build bzImage (VARIANT: default | debug); prints its path
+  bzimage KERNEL VARIANT print the bzImage path (no build)
+  check-patches [DIR]    run checkpatch.pl --strict on every patch in the series
+
+Environment: PCSHARE_CACHE (cache directory), PCSHARE_ALLOW_OTHER_KVER=1
+(accept a linux-source-6.12 version other than kernel/version pins),
+PCSHARE_SRC_pcshare=DIR (build the pcshare kernel from DIR, e.g. a dev tree).
+EOF
+}
+
+die() { echo "kernel.sh: $*" >&2; exit 1; }
+log() { echo "kernel.sh: $*" >&2; }
+
+installed_ver() { dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true; }
+
+ensure_package() {
+	local have
+	have=$(installed_ver)
+	if [ "$have" != "$want_ver" ]; then
+		if [ -z "$have" ] || [ "${PCSHARE_ALLOW_OTHER_KVER:-0}" != 1 ]; then
+			log "installing linux-source-6.12=$want_ver"
+			if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				"linux-source-6.12=$want_ver" >&2; then
+				apt-get update -qq >&2
+				DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+					"linux-source-6.12=$want_ver" >&2 ||
+					die "linux-source-6.12=$want_ver is not available from apt (candidate: $(apt-cache policy linux-source-6.12 | awk '/Candidate/ {print $2}')). Try the series on it with PCSHARE_ALLOW_OTHER_KVER=1, or pin the new version in kernel/version."
+			fi
+		else
+			log "WARNING: using linux-source-6.12 $have, not the pinned $want_ver (PCSHARE_ALLOW_OTHER_KVER=1)"
+		fi
+	fi
+	[ -f "$tarball" ] || die "$tarball missing after installing linux-source-6.12"
+}
+
+cmd_source() {
+	local base=$cache/stock/src ver
+	ensure_package
+	ver=$(installed_ver)
+	if [ -f "$base/.git/pcshare-version" ] && [ "$(cat "$base/.git/pcshare-version")" = "$ver" ]; then
+		return 0
+	fi
+	log "unpacking linux-source-6.12 $ver into $base (one time, a few minutes)"
+	rm -rf "$cache/stock/src" "$cache/pcshare/src" "$cache/stock/build-"* "$cache/pcshare/build-"*
+	mkdir -p "$cache/stock"
+	local tmp=$cache/stock/unpack.$$
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	tar -xJf "$tarball" -C "$tmp"
+	mv "$tmp"/linux-source-6.12 "$base"
+	rmdir "$tmp"
+	# Debian's .gitignore ignores every top-level entry (its packaging repo
+	# holds no kernel source); drop that rule so new files show up in git.
+	sed -i '/^# Debian packaging: ignore everything/,$d' "$base/.gitignore"
+	git -C "$base" init -q
+	git -C "$base" add -A
+	git "${git_id[@]}" -C "$base" commit -q -m "baseline: Debian linux-source-6.12 $ver" \
+		-m "Debian's top-level ignore-everything .gitignore rule removed."
+	git -C "$base" tag -f pcshare-base >/dev/null
+	git -C "$base" gc --auto -q || true
+	echo "$ver" >"$base/.git/pcshare-version"
+}
+
+series_patches() {
+	grep -v -e '^#' -e '^[[:space:]]*$' "$top/kernel/series" | while read -r p; do
+		[ -f "$top/kernel/patches/$p" ] || die "kernel/series names $p, which is not in kernel/patches/"
+		echo "$top/kernel/patches/$p"
+	done
+}
+
+series_hash() {
+	{ cat "$top/kernel/series"; series_patches | xargs -r cat; } | sha256sum | cut -d' ' -f1
+}
+
+# Apply the series to work tree $1, which must sit at pcshare-base.
+apply_series() {
+	local wt=$1 p
+	for p in $(series_patches); do
+		git "${git_id[@]}" -C "$wt" am -q --3way "$p" ||
+			{ git -C "$wt" am --abort || true; die "patch $(basename "$p") does not apply"; }
+	done
+}
+
+cmd_tree() {
+	local k=$1 base=$cache/stock/src
+	cmd_source
+	[ "$k" = stock ] && return 0
+	[ "$k" = pcshare ] || die "unknown kernel '$k' (stock | pcshare)"
+	local wt=$cache/pcshare/src h
+	h=$(series_hash)
+	if [ ! -d "$wt" ]; then
+		mkdir -p "$cache/pcshare"
+		git -C "$base" worktree prune
+		git "${git_id[@]}" -C "$base" worktree add -q --detach "$wt" pcshare-base
+	fi
+	if [ "$(cat "$wt/.pcshare-series" 2>/dev/null)" != "$h" ]; then
+		log "applying kernel/series to $wt"
+		git -C "$wt" am --abort >/dev/null 2>&1 || true
+		# checkout rewrites only files that differ, so the build stays incremental
+		git "${git_id[@]}" -C "$wt" checkout -q --force --detach pcshare-base
+		git -C "$wt" clean -qfdx -e .pcshare-series
+		apply_series "$wt"
+		echo "$h" >"$wt/.pcshare-series"
+	fi
+}
+
+cmd_dev_tree() {
+	local dir=${1:-$cache/dev} base=$cache/stock/src
+	cmd_source
+	[ -e "$dir" ] && die "$dir exists; export it or remove it first"
+	git "${git_id[@]}" -C "$base" worktree add -q -B dev "$dir" pcshare-base
+	apply_series "$dir"
+	log "development tree ready: $dir (branch dev; commit there, then: make export-patches DEV=$dir)"
+	echo "$dir"
+}
+
+cmd_export() {
+	local dir=${1:-$cache/dev}
+	[ -d "$dir" ] || die "no development tree at $dir"
+	git -C "$dir" diff --quiet HEAD || die "$dir has uncommitted changes; commit them first"
+	rm -f "$top"/kernel/patches/*.patch
+	git -C "$dir" format-patch -q --no-signature --zero-commit -N \
+		-o "$top/kernel/patches" pcshare-base..HEAD
+	(cd "$top/kernel/patches" && ls -1 -- *.patch 2>/dev/null || true) >"$top/kernel/series"
+	log "exported $(wc -l <"$top/kernel/series") patches to kernel/patches/"
+}
+
+src_dir() {
+	local k=$1 var=PCSHARE_SRC_$1
+	if [ -n "${!var:-}" ]; then echo "${!var}"; else echo "$cache/$k/src"; fi
+}
+
+bzimage_path() { echo "$cache/$1/build-$2/arch/x86/boot/bzImage"; }
+
+check_config() {
+	local cfg=$1 frag=$2 line sym bad=0
+	while read -r line; do
+		case "$line" in
+		CONFIG_*=*)
+			grep -qx -- "$line" "$cfg" || { log "config: wanted $line, got: $(grep -- "^${line%%=*}=" "$cfg" || echo unset)"; bad=1; }
+			;;
+		"# CONFIG_"*" is not set")
+			sym=${line#\# }
+			sym=${sym%% *}
+			grep -q "^$sym=" "$cfg" && { log "config: wanted $sym unset"; bad=1; }
+			;;
+		esac
+	done <"$frag"
+	return $bad
+}
+
+cmd_build() {
+	local k=$1 v=$2 src out frags stamp
+	case "$v" in default | debug) ;; *) die "unknown variant '$v' (default | debug)" ;; esac
+	if [ -z "$(eval echo "\${PCSHARE_SRC_$k:-}")" ]; then cmd_tree "$k"; fi
+	src=$(src_dir "$k")
+	out=$cache/$k/build-$v
+	frags=("$top/kernel/config/base.config")
+	[ "$v" = debug ] && frags+=("$top/kernel/config/debug.config")
+	stamp=$(cat "${frags[@]}" | sha256sum | cut -d' ' -f1)
+	mkdir -p "$out" "$cache/ccache"
+	export CCACHE_DIR=$cache/ccache CCACHE_BASEDIR=$cache CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=8G
+	local mk=(make -s -C "$src" O="$out" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)")
+	if [ "$(cat "$out/.pcshare-config" 2>/dev/null)" != "$stamp" ]; then
+		log "configuring $k/$v"
+		"${mk[@]}" tinyconfig >&2
+		(cd "$out" && "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${frags[@]}" >/dev/null)
+		"${mk[@]}" olddefconfig >&2
+		local f ok=1
+		for f in "${frags[@]}"; do check_config "$out/.config" "$f" || ok=0; done
+		[ $ok = 1 ] || die "the $k/$v config lacks options its fragments ask for (see above)"
+		echo "$stamp" >"$out/.pcshare-config"
+	fi
+	log "building $k/$v in $out"
+	local t0=$SECONDS
+	"${mk[@]}" bzImage >&2
+	log "built $k/$v in $((SECONDS - t0)) s"
+	bzimage_path "$k" "$v"
+}
+
+cmd_check_patches() {
+	local p rc=0
+	cmd_source
+	for p in $(series_patches); do
+		"$cache/stock/src/scripts/checkpatch.pl" --strict --no-tree -q "$p" || rc=1
+	done
+	return $rc
+}
+
+case "${1:-}" in
+source) cmd_source ;;
+tree) cmd_tree "${2:?kernel}" ;;
+dev-tree) cmd_dev_tree "${2:-}" ;;
+export) cmd_export "${2:-}" ;;
+build) cmd_build "${2:?kernel}" "${3:?variant}" ;;
+bzimage) bzimage_path "${2:?kernel}" "${3:?variant}" ;;
+check-patches) cmd_check_patches ;;
+-h | --help | help) usage ;;
+*) usage >&2; exit 2 ;;
+esac

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""`make test`: build the kernels, run the host suite and, in one boot per
+kernel, the guest suites; end with one summary line over all of them.
+
+Each guest boot is itself a test case ("boot[KERNEL-VARIANT]"): it fails when
+the kernel panics, oopses, warns, reports lockdep/KASAN/hung tasks, or the
+guest hangs, independently of the pytest results inside.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+TOP = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TOP / "scripts"))
+import vm  # noqa: E402
+
+DEFAULT_KERNELS = "stock:default,pcshare:default,pcshare:debug"
+
+
+def build(kernel, variant):
+    subprocess.run([str(TOP / "scripts/kernel.sh"), "build", kernel, variant],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def boot_case(name, result, seconds):
+    body = ""
+    if result is None or not (result.exit_status is not None and not result.problems
+                              and "hang" not in result.reason):
+        reason = result.reason if result else "kernel build failed"
+        body = f'<failure message="{escape(reason, {chr(34): "&quot;"})}"/>'
+    return f'<testcase classname="boot" name="{name}" time="{seconds:.1f}">{body}</testcase>'
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernels", default=os.environ.get("PCSHARE_TEST_KERNELS", DEFAULT_KERNELS),
+                    help=f"comma-separated KERNEL:VARIANT list (default {DEFAULT_KERNELS})")
+    ap.add_argument("--no-host", action="store_true", help="skip the host suite")
+    ap.add_argument("-k", dest="keyword", help="pytest -k expression for the guest suites")
+    ap.add_argument("--out", default=str(vm.CACHE / "test-results"),
+                    help="directory for JUnit files and run logs")
+    args = ap.parse_args()
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.xml"):
+        old.unlink()
+    kernels = [tuple(k.split(":")) for k in args.kernels.split(",") if k]
+    junits = []
+
+    for kernel, variant in kernels:
+        print(f"== building {kernel}/{variant}", flush=True)
+        t0 = time.monotonic()
+        build(kernel, variant)
+        print(f"== {kernel}/{variant} ready ({time.monotonic() - t0:.0f} s)", flush=True)
+
+    if not args.no_host:
+        print("== host suite (harness tests; boots the stock kernel)", flush=True)
+        junit = out / "host.xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
+                        f"--junitxml={junit}", str(TOP / "tests/host")])
+        junits.append(junit)
+
+    boots = []
+    for kernel, variant in kernels:
+        name = f"{kernel}-{variant}"
+        print(f"== guest suites on {name}", flush=True)
+        run_dir = out / f"run-{name}"
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
+                   "--junitxml=/run/pcshare/out/junit.xml", "tests/guest"]
+        if args.keyword:
+            command += ["-k", args.keyword]
+        t0 = time.monotonic()
+        timeout = 3600 if variant == "debug" else 1200
+        result = vm.run_vm(command, kernel=kernel, variant=variant, disks=["8G"],
+                           mem="3G", timeout=timeout, out_dir=run_dir)
+        print(result.summary(), flush=True)
+        boots.append(boot_case(name, result, time.monotonic() - t0))
+        junit = run_dir / "junit.xml"
+        if junit.exists():
+            target = out / f"guest-{name}.xml"
+            target.write_bytes(junit.read_bytes())
+            junits.append(target)
+
+    boot_xml = out / "boots.xml"
+    boot_xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="boots">'
+                        + "".join(boots) + "</testsuite></testsuites>\n")
+    junits.append(boot_xml)
+    return subprocess.run([sys.executable, str(TOP / "scripts/junit_summary.py"),
+                           *map(str, junits)]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

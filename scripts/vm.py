@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Boot a pcshare kernel under QEMU and run one command inside it.
+
+The guest's root is the host's / over 9p, read-only, so the guest has the
+host's python3, pytest, btrfs-progs, xfs_io and fio. A run directory is
+shared writable as /run/pcshare/out ($PCSHARE_OUT in the guest); scratch
+disks are raw files attached with cache=none, so a guest's cold read really
+reads the disk image.
+
+The run fails when the command exits non-zero, when the guest does not
+report an exit status (panic, reboot), when it runs past the timeout (hang),
+or when the kernel log shows an oops, BUG, WARNING, lockdep, KASAN or
+hung-task report, whatever the command's exit status.
+"""
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("PCSHARE_CACHE", Path.home() / ".cache/pcshare"))
+
+# Kernel log lines carry a "[    1.234567] " timestamp (CONFIG_PRINTK_TIME);
+# only such lines are classified, so a test that prints "BUG:" cannot trip it.
+KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\] ")
+PROBLEMS = [
+    ("panic", re.compile(r"Kernel panic - not syncing")),
+    ("kasan", re.compile(r"KASAN:")),
+    ("lockdep", re.compile(
+        r"possible circular locking dependency|possible recursive locking"
+        r"|inconsistent lock state|suspicious RCU usage"
+        r"|INFO: trying to register non-static key|bad unlock balance"
+        r"|held lock freed|lock held when returning to user space")),
+    ("hung-task", re.compile(r"INFO: task .* blocked for more than")),
+    ("oops", re.compile(r"Oops:|general protection fault|kernel BUG at"
+                        r"|BUG: unable to handle")),
+    ("bug", re.compile(r"BUG: |UBSAN:|list_(add|del) corruption")),
+    ("warning", re.compile(r"WARNING: CPU: \d+ PID: \d+|WARNING: .* at ")),
+]
+
+
+def scan_console(text):
+    """Return [(kind, line)] for every kernel problem report in a console log."""
+    found = []
+    for line in text.splitlines():
+        if not KERNEL_LINE.match(line):
+            continue
+        for kind, pattern in PROBLEMS:
+            if pattern.search(line):
+                found.append((kind, line.strip()))
+                break
+    return found
+
+
+@dataclasses.dataclass
+class Result:
+    ok: bool
+    reason: str
+    exit_status: int | None
+    problems: list
+    seconds: float
+    out_dir: str
+    console_log: str
+
+    def summary(self):
+        if self.ok:
+            return f"guest ok in {self.seconds:.1f} s"
+        lines = [f"guest FAILED: {self.reason} (console log: {self.console_log})"]
+        lines += [f"  {kind}: {line}" for kind, line in self.problems[:10]]
+        return "\n".join(lines)
+
+
+def kvm_usable():
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    flags = Path("/proc/cpuinfo").read_text()
+    return bool(re.search(r"^flags\s*:.*\b(vmx|svm)\b", flags, re.M))
+
+
+def bzimage_for(kernel, variant):
+    return CACHE / kernel / f"build-{variant}" / "arch/x86/boot/bzImage"
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = str(text).strip().upper().rstrip("B").rstrip("I")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
+           mem="2G", cpus=2, disks=(), timeout=600, out_dir=None, env=None,
+           cwd=None, echo=True, append=""):
+    """Boot, run `command` (argv list) in the guest, return a Result."""
+    bzimage = Path(bzimage or bzimage_for(kernel, variant))
+    if not bzimage.is_file():
+        raise FileNotFoundError(f"no kernel at {bzimage}: build it with "
+                                f"scripts/kernel.sh build {kernel} {variant}")
+    if out_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out_dir = CACHE / "runs" / f"{stamp}-{kernel}-{variant}-{os.getpid()}"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("exit-status", "dmesg.txt"):
+        (out / stale).unlink(missing_ok=True)
+
+    disk_files = []
+    for i, size in enumerate(disks):
+        path = out / f"disk{i}.raw"
+        with open(path, "wb") as f:
+            f.truncate(parse_size(size))
+        disk_files.append(path)
+    devices = " ".join(f"/dev/vd{chr(ord('a') + i)}" for i in range(len(disks)))
+
+    guest_env = {"PCSHARE_OUT": "/run/pcshare/out", "PCSHARE_KERNEL": kernel,
+                 "PCSHARE_VARIANT": variant, "PCSHARE_DISKS": devices}
+    guest_env.update(env or {})
+    job = ["set -u", f"cd {shlex.quote(str(cwd or TOP))}"]
+    job += [f"export {k}={shlex.quote(str(v))}" for k, v in guest_env.items()]
+    job.append(shlex.join(command))
+    (out / "job.sh").write_text("\n".join(job) + "\n")
+
+    cmdline = ("console=ttyS0 root=/dev/root rootfstype=9p "
+               "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose "
+               f"ro init={TOP / 'scripts/guest-init.sh'} panic=-1 "
+               f"printk.time=1 {append}").strip()
+    accel = ["-accel", "kvm", "-cpu", "host"] if kvm_usable() else \
+        ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    qemu = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
+            "-display", "none", "-no-reboot", *accel,
+            "-smp", str(cpus), "-m", str(parse_size(mem) >> 20),
+            "-kernel", str(bzimage), "-append", cmdline, "-serial", "stdio",
+            "-fsdev", "local,id=root,path=/,security_model=none,readonly=on",
+            "-device", "virtio-9p-pci,fsdev=root,mount_tag=/dev/root",
+            "-fsdev", f"local,id=out,path={out},security_model=none",
+            "-device", "virtio-9p-pci,fsdev=out,mount_tag=out"]
+    for path in disk_files:
+        qemu += ["-drive", f"file={path},format=raw,if=virtio,cache=none"]
+
+    console_path = out / "console.log"
+    start = time.monotonic()
+    with open(console_path, "w", errors="replace") as log:
+        proc = subprocess.Popen(qemu, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+        def pump():
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                log.write(line)
+                log.flush()
+                if echo:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+    seconds = time.monotonic() - start
+    for path in disk_files:
+        path.unlink(missing_ok=True)
+
+    problems = scan_console(console_path.read_text(errors="replace"))
+    status_file = out / "exit-status"
+    exit_status = int(status_file.read_text()) if status_file.exists() else None
+    if timed_out:
+        reason = f"hang: no exit within {timeout} s"
+    elif problems:
+        reason = f"kernel reported {problems[0][0]}: {problems[0][1]}"
+    elif exit_status is None:
+        reason = f"guest ended without an exit status (QEMU exit {proc.returncode})"
+    elif exit_status != 0:
+        reason = f"command exited with status {exit_status}"
+    else:
+        reason = "ok"
+    result = Result(ok=reason == "ok", reason=reason, exit_status=exit_status,
+                    problems=problems, seconds=seconds, out_dir=str(out),
+                    console_log=str(console_path))
+    (out / "result.json").write_text(json.dumps(dataclasses.asdict(result), indent=2))
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [options] -- COMMAND [ARGS...]")
+    ap.add_argument("--kernel", default="stock", choices=["stock", "pcshare"])
+    ap.add_argument("--variant", default="default", choices=["default", "debug"])
+    ap.add_argument("--bzimage", help="boot this image instead of the cached build")
+    ap.add_argument("--mem", default="2G", help="guest memory (default 2G)")
+    ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--disk", action="append", default=[], metavar="SIZE",
+                    help="attach a sparse raw scratch disk (repeatable): /dev/vda, /dev/vdb, ...")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds before the run counts as hung")
+    ap.add_argument("--out", help="run directory (default: under the cache)")
+    ap.add_argument("--append", default="", help="extra kernel command line")
+    ap.add_argument("--quiet", action="store_true", help="do not echo the console")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        ap.error("no command given (put it after --)")
+    try:
+        result = run_vm(command, kernel=args.kernel, variant=args.variant,
+                        bzimage=args.bzimage, mem=args.mem, cpus=args.cpus,
+                        disks=args.disk, timeout=args.timeout, out_dir=args.out,
+                        echo=not args.quiet, append=args.append)
+    except FileNotFoundError as e:
+        print(f"vm.py: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=2))
+    else:
+        print(result.summary(), file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

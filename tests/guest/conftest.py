@@ -1,0 +1,38 @@
+"""Fixtures for the guest suites: fresh filesystems on the VM's scratch disk."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fsutil  # noqa: E402
+
+
+def pytest_configure(config):
+    if not os.environ.get("PCSHARE_DISKS"):
+        raise pytest.UsageError("guest suites run inside a pcshare VM with a scratch disk "
+                                "(scripts/vm.py --disk SIZE); PCSHARE_DISKS is not set")
+
+
+@pytest.fixture
+def scratch_dev():
+    return os.environ["PCSHARE_DISKS"].split()[0]
+
+
+def _fresh(kind, device, tmp_path, options=""):
+    fsutil.mkfs(kind, device)
+    with fsutil.mounted(device, tmp_path / "mnt", options) as mnt:
+        yield mnt
+
+
+@pytest.fixture
+def btrfs(scratch_dev, tmp_path):
+    """A freshly made btrfs, mounted; yields its mount point."""
+    yield from _fresh("btrfs", scratch_dev, tmp_path)
+
+
+@pytest.fixture
+def xfs(scratch_dev, tmp_path):
+    """A freshly made XFS with reflink, mounted; yields its mount point."""
+    yield from _fresh("xfs", scratch_dev, tmp_path)

@@ -1,0 +1,154 @@
+"""Guest-side helpers: reflink ioctls, extent maps, data and checksums.
+
+Used by the guest test suites and the benchmarks; runs inside a pcshare guest
+(or on any Linux host for the parts that need no scratch disk).
+"""
+import contextlib
+import fcntl
+import hashlib
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+# include/uapi/linux/fs.h
+FICLONE = 0x40049409
+FICLONERANGE = 0x4020940D
+FIDEDUPERANGE = 0xC0189436
+FS_IOC_FIEMAP = 0xC020660B
+FIEMAP_FLAG_SYNC = 0x1
+FIEMAP_EXTENT_LAST = 0x1
+FIEMAP_EXTENT_SHARED = 0x2000
+FILE_DEDUPE_RANGE_SAME = 0
+FILE_DEDUPE_RANGE_DIFFERS = 1
+
+
+def ficlone(src_fd, dst_fd):
+    fcntl.ioctl(dst_fd, FICLONE, src_fd)
+
+
+def ficlonerange(src_fd, dst_fd, src_offset, length, dest_offset):
+    arg = struct.pack("=qQQQ", src_fd, src_offset, length, dest_offset)
+    fcntl.ioctl(dst_fd, FICLONERANGE, arg)
+
+
+def fideduperange(src_fd, src_offset, length, dests):
+    """dests: [(fd, offset)]; returns [(bytes_deduped, status)] per dest."""
+    buf = bytearray(struct.pack("=QQHHI", src_offset, length, len(dests), 0, 0))
+    for fd, offset in dests:
+        buf += struct.pack("=qQQiI", fd, offset, 0, 0, 0)
+    fcntl.ioctl(src_fd, FIDEDUPERANGE, buf)
+    return [struct.unpack_from("=qQQiI", buf, 24 + 32 * i)[2:4] for i in range(len(dests))]
+
+
+def fiemap(fd, start=0, length=(1 << 64) - 1, max_extents=512):
+    """Return [(logical, physical, length, flags)] for the range."""
+    header = struct.pack("=QQIIII", start, length, FIEMAP_FLAG_SYNC, 0, max_extents, 0)
+    buf = bytearray(header + bytes(56 * max_extents))
+    fcntl.ioctl(fd, FS_IOC_FIEMAP, buf)
+    mapped = struct.unpack_from("=I", buf, 20)[0]
+    extents = []
+    for i in range(mapped):
+        logical, physical, length_, _, _, flags = struct.unpack_from("=QQQQQI", buf, 32 + 56 * i)
+        extents.append((logical, physical, length_, flags))
+    return extents
+
+
+def physical_map(path):
+    with open(path, "rb") as f:
+        return [(lo, ph, ln) for lo, ph, ln, _ in fiemap(f.fileno())]
+
+
+def pattern(size, seed):
+    """Deterministic, incompressible-looking data: no two 4 KiB blocks alike."""
+    out = bytearray()
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha512(f"{seed}:{counter}".encode()).digest() * 64
+        counter += 1
+    return bytes(out[:size])
+
+
+def write_file(path, data, sync=True):
+    with open(path, "wb") as f:
+        f.write(data)
+        if sync:
+            os.fsync(f.fileno())
+
+
+def sha256_file(path, offset=0, length=None, direct=False):
+    h = hashlib.sha256()
+    flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
+    fd = os.open(path, flags)
+    try:
+        remaining = os.fstat(fd).st_size - offset if length is None else length
+        pos = offset
+        if direct:
+            import mmap
+            buf = mmap.mmap(-1, 1 << 20)
+            while remaining > 0:
+                n = os.preadv(fd, [buf], pos)
+                if n == 0:
+                    break
+                h.update(buf[:min(n, remaining)])
+                pos += n
+                remaining -= n
+        else:
+            while remaining > 0:
+                chunk = os.pread(fd, min(1 << 20, remaining), pos)
+                if not chunk:
+                    break
+                h.update(chunk)
+                pos += len(chunk)
+                remaining -= len(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def drop_caches():
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def run(*argv):
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def mkfs(kind, device):
+    if kind == "btrfs":
+        run("mkfs.btrfs", "-q", "-f", device)
+    elif kind == "xfs":
+        run("mkfs.xfs", "-q", "-f", "-m", "reflink=1", device)
+    else:
+        raise ValueError(kind)
+
+
+@contextlib.contextmanager
+def mounted(device, mountpoint, options=""):
+    Path(mountpoint).mkdir(parents=True, exist_ok=True)
+    argv = ["mount"] + (["-o", options] if options else []) + [device, str(mountpoint)]
+    run(*argv)
+    try:
+        yield Path(mountpoint)
+    finally:
+        run("umount", str(mountpoint))
+
+
+def disk_read_bytes(device):
+    """Bytes read from a block device since boot (/sys/block/<dev>/stat)."""
+    name = os.path.basename(device)
+    fields = Path(f"/sys/block/{name}/stat").read_text().split()
+    return int(fields[2]) * 512
+
+
+def meminfo(field="Cached"):
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, value = line.split(":", 1)
+        if key == field:
+            return int(value.split()[0]) * 1024
+    raise KeyError(field)
