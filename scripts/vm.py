@@ -138,7 +138,7 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
             "-display", "none", "-no-reboot", *accel,
             "-smp", str(cpus), "-m", str(parse_size(mem) >> 20),
             "-kernel", str(bzimage), "-append", cmdline, "-serial", "stdio",
-            "-fsdev", "local,id=root,path=/,security_model=none,readonly=on",
+            "-fsdev", "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
             "-device", "virtio-9p-pci,fsdev=root,mount_tag=/dev/root",
             "-fsdev", f"local,id=out,path={out},security_model=none",
             "-device", "virtio-9p-pci,fsdev=out,mount_tag=out"]
