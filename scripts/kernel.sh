@@ -93,7 +93,7 @@ cmd_source() {
 }
 
 series_patches() {
-	grep -v -e '^#' -e '^[[:space:]]*$' "$top/kernel/series" | while read -r p; do
+	{ grep -v -e '^#' -e '^[[:space:]]*$' "$top/kernel/series" || true; } | while read -r p; do
 		[ -f "$top/kernel/patches/$p" ] || die "kernel/series names $p, which is not in kernel/patches/"
 		echo "$top/kernel/patches/$p"
 	done
