@@ -66,7 +66,7 @@ def main():
     fsutil.mkfs("btrfs", args.device)
     meter = Meter(args.device)
     kernel = platform.release()
-    with fsutil.mounted(args.device, "/tmp/demo", args.mount_options) as mnt:
+    with fsutil.mounted(args.device, "/run/pcshare-demo", args.mount_options) as mnt:
         src = mnt / "source"
         print(f"demo: writing {args.size >> 20} MiB", flush=True)
         write_source(src, args.size)

@@ -4,14 +4,16 @@
 # Runs job.sh, records its exit status, and reboots (QEMU runs with
 # -no-reboot, so that ends the VM).
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export HOME=/tmp/home PYTHONDONTWRITEBYTECODE=1 TERM=dumb LANG=C.UTF-8
+# /tmp stays the host's (read-only): the checkout may live there. Scratch
+# space is a tmpfs on /run.
+export HOME=/run/home TMPDIR=/run/tmp PYTHONDONTWRITEBYTECODE=1 TERM=dumb LANG=C.UTF-8
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
-mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=755 tmpfs /run
-mkdir -p /dev/shm /dev/pts /tmp/home /run/pcshare/out
+mkdir -p /dev/shm /dev/pts /run/home /run/tmp /run/pcshare/out
+chmod 1777 /run/tmp
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t debugfs debugfs /sys/kernel/debug
@@ -20,7 +22,7 @@ ln -sf /proc/self/fd /dev/fd 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /run/pcshare/out ||
 	{ echo "pcshare-guest: cannot mount the out share"; echo b >/proc/sysrq-trigger; }
 
-cd /run/pcshare/out || exit 1
+cd /run/pcshare/out || { echo "pcshare-guest: no out share"; echo b >/proc/sysrq-trigger; }
 echo "pcshare-guest: running job on $(uname -r), $(nproc) CPUs"
 sh ./job.sh </dev/null
 status=$?
