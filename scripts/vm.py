@@ -181,7 +181,14 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
     for path in disk_files:
         path.unlink(missing_ok=True)
 
+    # The console interleaves kernel and user output, which can split a
+    # kernel line; the dmesg the guest saves at a clean exit cannot be split.
     problems = scan_console(console_path.read_text(errors="replace"))
+    dmesg = out / "dmesg.txt"
+    if dmesg.exists():
+        seen = {line for _, line in problems}
+        problems += [p for p in scan_console(dmesg.read_text(errors="replace"))
+                     if p[1] not in seen]
     status_file = out / "exit-status"
     exit_status = int(status_file.read_text()) if status_file.exists() else None
     if timed_out:

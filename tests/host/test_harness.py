@@ -103,3 +103,14 @@ def test_scratch_disk_reads_reach_the_disk(tmp_path):
     result = boot(tmp_path, script, disks=["64M"])
     assert result.ok, result.summary()
     assert int((tmp_path / "run/read_bytes").read_text()) >= 16 << 20
+
+
+def test_warning_split_on_the_console_is_still_caught(tmp_path):
+    # Provoke a WARN while user output floods the console, then check the run
+    # fails on it (from the console or from the saved dmesg).
+    script = (f"(for i in $(seq 2000); do printf x; done &) ; "
+              f"echo WARNING > {LKDTM}; wait; exit 0")
+    result = boot(tmp_path, script)
+    assert result.exit_status == 0
+    assert "warning" in [kind for kind, _ in result.problems], result.summary()
+    assert (tmp_path / "run/dmesg.txt").exists()
