@@ -8,7 +8,6 @@ writes results/demo.json (format in the README).
 """
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,8 +20,7 @@ STEPS = ["read_source_cold", "read_source_hot", "read_clone_first",
 
 
 def run_kernel(kernel, size, clones, mem):
-    subprocess.run([str(TOP / "scripts/kernel.sh"), "build", kernel, "default"],
-                   check=True, stdout=subprocess.DEVNULL)
+    vm.build_kernel(kernel)
     out_dir = vm.CACHE / "demo" / kernel
     command = [sys.executable, "bench/demo_guest.py", "--device", "/dev/vda",
                "--size", str(size), "--clones", str(clones),

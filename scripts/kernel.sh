@@ -181,9 +181,9 @@ check_config() {
 }
 
 cmd_build() {
-	local k=$1 v=$2 src out frags stamp
+	local k=$1 v=$2 src out frags stamp override=PCSHARE_SRC_$1
 	case "$v" in default | debug) ;; *) die "unknown variant '$v' (default | debug)" ;; esac
-	if [ -z "$(eval echo "\${PCSHARE_SRC_$k:-}")" ]; then cmd_tree "$k"; fi
+	[ -n "${!override:-}" ] || cmd_tree "$k"
 	src=$(src_dir "$k")
 	out=$cache/$k/build-$v
 	frags=("$top/kernel/config/base.config")

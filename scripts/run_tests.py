@@ -21,11 +21,6 @@ import vm  # noqa: E402
 DEFAULT_KERNELS = "stock:default,pcshare:default,pcshare:debug"
 
 
-def build(kernel, variant):
-    subprocess.run([str(TOP / "scripts/kernel.sh"), "build", kernel, variant],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
 def boot_case(name, result, seconds):
     body = ""
     if result is None or not (result.exit_status is not None and not result.problems
@@ -56,7 +51,7 @@ def main():
     for kernel, variant in kernels:
         print(f"== building {kernel}/{variant}", flush=True)
         t0 = time.monotonic()
-        build(kernel, variant)
+        vm.build_kernel(kernel, variant)
         print(f"== {kernel}/{variant} ready ({time.monotonic() - t0:.0f} s)", flush=True)
 
     if not args.no_host:

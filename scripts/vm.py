@@ -88,6 +88,12 @@ def bzimage_for(kernel, variant):
     return CACHE / kernel / f"build-{variant}" / "arch/x86/boot/bzImage"
 
 
+def build_kernel(kernel, variant="default"):
+    """Bring KERNEL/VARIANT's bzImage up to date (incremental; seconds when it is)."""
+    subprocess.run([str(TOP / "scripts/kernel.sh"), "build", kernel, variant],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     text = str(text).strip().upper().rstrip("B").rstrip("I")

@@ -6,6 +6,7 @@ Used by the guest test suites and the benchmarks; runs inside a pcshare guest
 import contextlib
 import fcntl
 import hashlib
+import mmap
 import os
 import struct
 import subprocess
@@ -84,7 +85,6 @@ def sha256_file(path, offset=0, length=None, direct=False):
         remaining = os.fstat(fd).st_size - offset if length is None else length
         pos = offset
         if direct:
-            import mmap
             buf = mmap.mmap(-1, 1 << 20)
             while remaining > 0:
                 n = os.preadv(fd, [buf], pos)
