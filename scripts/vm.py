@@ -59,6 +59,22 @@ def scan_console(text):
     return found
 
 
+def scan_run_dir(out):
+    """Kernel problem reports of a finished run: console.log plus dmesg.txt.
+
+    The console interleaves kernel and user output, which can split a kernel
+    line; the dmesg the guest saves at a clean exit cannot be split.
+    """
+    out = Path(out)
+    problems = scan_console((out / "console.log").read_text(errors="replace"))
+    dmesg = out / "dmesg.txt"
+    if dmesg.exists():
+        seen = {line for _, line in problems}
+        problems += [p for p in scan_console(dmesg.read_text(errors="replace"))
+                     if p[1] not in seen]
+    return problems
+
+
 @dataclasses.dataclass
 class Result:
     ok: bool
@@ -187,14 +203,7 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
     for path in disk_files:
         path.unlink(missing_ok=True)
 
-    # The console interleaves kernel and user output, which can split a
-    # kernel line; the dmesg the guest saves at a clean exit cannot be split.
-    problems = scan_console(console_path.read_text(errors="replace"))
-    dmesg = out / "dmesg.txt"
-    if dmesg.exists():
-        seen = {line for _, line in problems}
-        problems += [p for p in scan_console(dmesg.read_text(errors="replace"))
-                     if p[1] not in seen]
+    problems = scan_run_dir(out)
     status_file = out / "exit-status"
     exit_status = int(status_file.read_text()) if status_file.exists() else None
     if timed_out:
