@@ -188,6 +188,8 @@ cmd_build() {
 	out=$cache/$k/build-$v
 	frags=("$top/kernel/config/base.config")
 	[ "$v" = debug ] && frags+=("$top/kernel/config/debug.config")
+	# Options the series adds exist only in that kernel's Kconfig.
+	[ -f "$top/kernel/config/$k.config" ] && frags+=("$top/kernel/config/$k.config")
 	stamp=$(cat "${frags[@]}" | sha256sum | cut -d' ' -f1)
 	mkdir -p "$out" "$cache/ccache"
 	export CCACHE_DIR=$cache/ccache CCACHE_BASEDIR=$cache CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=8G
