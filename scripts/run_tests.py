@@ -68,12 +68,18 @@ def main():
         run_dir = out / f"run-{name}"
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
                    "--junitxml=/run/pcshare/out/junit.xml", "tests/guest"]
+        env = {}
+        if vm.has_shared_cache(kernel, variant):
+            # Every btrfs test once as stock would mount, once through the cache.
+            env["PCSHARE_BTRFS_OPTION_SETS"] = ";shared_cache"
+        else:
+            command += ["-m", "not shared_cache"]
         if args.keyword:
             command += ["-k", args.keyword]
         t0 = time.monotonic()
         timeout = 3600 if variant == "debug" else 1200
         result = vm.run_vm(command, kernel=kernel, variant=variant, disks=["8G"],
-                           mem="3G", timeout=timeout, out_dir=run_dir)
+                           mem="3G", timeout=timeout, out_dir=run_dir, env=env)
         print(result.summary(), flush=True)
         boots.append(boot_case(name, result, time.monotonic() - t0))
         junit = run_dir / "junit.xml"

@@ -110,6 +110,12 @@ def build_kernel(kernel, variant="default"):
                    check=True, stdout=subprocess.DEVNULL)
 
 
+def has_shared_cache(kernel, variant="default"):
+    """Was KERNEL/VARIANT built with the btrfs shared extent cache?"""
+    config = CACHE / kernel / f"build-{variant}" / ".config"
+    return "CONFIG_BTRFS_SHARED_CACHE=y" in config.read_text().splitlines()
+
+
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     text = str(text).strip().upper().rstrip("B").rstrip("I")

@@ -9,7 +9,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import fsutil  # noqa: E402
 
 
+# Mount option sets the btrfs fixture runs every test with, ";"-separated;
+# the runner adds "shared_cache" on kernels that have it.
+BTRFS_OPTION_SETS = os.environ.get("PCSHARE_BTRFS_OPTION_SETS", "").split(";")
+
+
 def pytest_configure(config):
+    config.addinivalue_line("markers", "shared_cache: needs the pcshare kernel's shared extent cache")
     if not os.environ.get("PCSHARE_DISKS"):
         raise pytest.UsageError("guest suites run inside a pcshare VM with a scratch disk "
                                 "(scripts/vm.py --disk SIZE); PCSHARE_DISKS is not set")
@@ -26,10 +32,10 @@ def _fresh(kind, device, tmp_path, options=""):
         yield mnt
 
 
-@pytest.fixture
-def btrfs(scratch_dev, tmp_path):
-    """A freshly made btrfs, mounted; yields its mount point."""
-    yield from _fresh("btrfs", scratch_dev, tmp_path)
+@pytest.fixture(params=BTRFS_OPTION_SETS, ids=lambda o: o or "defaults")
+def btrfs(request, scratch_dev, tmp_path):
+    """A freshly made btrfs, mounted with each option set; yields its mount point."""
+    yield from _fresh("btrfs", scratch_dev, tmp_path, request.param)
 
 
 @pytest.fixture

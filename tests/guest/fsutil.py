@@ -152,3 +152,69 @@ def meminfo(field="Cached"):
         if key == field:
             return int(value.split()[0]) * 1024
     raise KeyError(field)
+
+
+MiB = 1 << 20
+
+
+def mount_options(mountpoint):
+    """The options /proc/mounts shows for a mount point, as a list."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[1] == str(mountpoint):
+            return fields[3].split(",")
+    raise KeyError(mountpoint)
+
+
+def btrfs_sysfs_dir(device):
+    """/sys/fs/btrfs/<fsid> of the mounted btrfs on device."""
+    name = os.path.basename(os.path.realpath(device))
+    for fsid in Path("/sys/fs/btrfs").iterdir():
+        if (fsid / "devices" / name).exists():
+            return fsid
+    raise FileNotFoundError(f"no mounted btrfs on {device}")
+
+
+def shared_cache_stats(device):
+    """The shared extent cache counters of the btrfs on device, as ints."""
+    directory = btrfs_sysfs_dir(device) / "shared_cache"
+    return {p.name: int(p.read_text()) for p in directory.iterdir()}
+
+
+def btrfs_physical(device, logical):
+    """Byte offset on device of btrfs logical address (first mirror); unmounted fs."""
+    out = run("btrfs-map-logical", "-l", str(logical), device)
+    for line in out.splitlines():
+        words = line.split()
+        if words[:1] == ["mirror"] and "physical" in words:
+            return int(words[words.index("physical") + 1])
+    raise ValueError(f"btrfs-map-logical gave no physical address: {out!r}")
+
+
+@contextlib.contextmanager
+def memory_cgroup(name, limit):
+    """A cgroup v2 with memory.max = limit; yields its cgroup.procs path."""
+    root = Path("/sys/fs/cgroup")
+    if "memory" not in (root / "cgroup.subtree_control").read_text().split():
+        (root / "cgroup.subtree_control").write_text("+memory\n")
+    group = root / name
+    group.mkdir(exist_ok=True)
+    (group / "memory.max").write_text(f"{limit}\n")
+    try:
+        yield group / "cgroup.procs"
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            (root / "cgroup.procs").write_text(pid + "\n")
+        group.rmdir()
+
+
+def bench_arg_parser(description):
+    """Arguments every guest-side benchmark takes: a device to make a btrfs
+    on, a file size, mount options and where to write its JSON."""
+    import argparse
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--device", required=True)
+    ap.add_argument("--size", type=int, required=True, help="file size in bytes")
+    ap.add_argument("--mount-options", default="")
+    ap.add_argument("--json", required=True, help="output file")
+    return ap

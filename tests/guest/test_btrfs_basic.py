@@ -12,9 +12,10 @@ MiB = 1 << 20
 
 
 def remount_cold(mnt, device):
+    options = ["-o", "shared_cache"] if "shared_cache" in fsutil.mount_options(mnt) else []
     fsutil.run("umount", str(mnt))
     fsutil.drop_caches()
-    fsutil.run("mount", device, str(mnt))
+    fsutil.run("mount", *options, device, str(mnt))
 
 
 @pytest.mark.parametrize("size", [4096, 3 * MiB + 123])

@@ -1,0 +1,450 @@
+"""The btrfs shared extent cache (pcshare kernel, mount -o shared_cache).
+
+Every test compares data read back with what was written (SHA-256) and, where
+the cache is the point, checks its counters and the disk's read counter.
+"""
+import errno
+import mmap
+import os
+import subprocess
+import threading
+
+import pytest
+
+import fsutil
+from fsutil import MiB, sha256, sha256_file
+
+pytestmark = pytest.mark.shared_cache
+PAGE = 4096
+
+
+def clone(src, dst):
+    with open(src, "rb") as s, open(dst, "wb") as d:
+        fsutil.ficlone(s.fileno(), d.fileno())
+
+
+def cold(mnt, device, options="shared_cache"):
+    fsutil.run("umount", str(mnt))
+    fsutil.drop_caches()
+    fsutil.run("mount", "-o", options, device, str(mnt))
+
+
+@pytest.fixture
+def sc(scratch_dev, tmp_path):
+    """A fresh btrfs mounted with shared_cache: (mount point, device)."""
+    fsutil.mkfs("btrfs", scratch_dev)
+    with fsutil.mounted(scratch_dev, tmp_path / "mnt", "shared_cache") as mnt:
+        yield mnt, scratch_dev
+
+
+def test_mount_option_shown_and_toggled_by_remount(sc):
+    mnt, dev = sc
+    assert "shared_cache" in fsutil.mount_options(mnt)
+    data = fsutil.pattern(MiB, "toggle")
+    fsutil.write_file(mnt / "f", data)
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "f") == sha256(data)
+    assert fsutil.shared_cache_stats(dev)["resident_pages"] == MiB // PAGE
+
+    fsutil.run("mount", "-o", "remount,noshared_cache", str(mnt))
+    assert "shared_cache" not in fsutil.mount_options(mnt)
+    # Turning it off gives the memory back; reads no longer touch the cache.
+    before = fsutil.shared_cache_stats(dev)
+    assert before["resident_pages"] == 0
+    assert sha256_file(mnt / "f") == sha256(data)
+    after = fsutil.shared_cache_stats(dev)
+    assert after == before
+
+    fsutil.run("mount", "-o", "remount,shared_cache", str(mnt))
+    assert "shared_cache" in fsutil.mount_options(mnt)
+
+
+def test_clone_of_cached_file_reads_no_disk_and_no_memory(sc):
+    mnt, dev = sc
+    size = 32 * MiB
+    data = fsutil.pattern(size, "seed")
+    fsutil.write_file(mnt / "src", data)
+    cold(mnt, dev)
+    s0 = fsutil.shared_cache_stats(dev)
+    assert sha256_file(mnt / "src") == sha256(data)
+    s1 = fsutil.shared_cache_stats(dev)
+    assert s1["bytes_filled"] - s0["bytes_filled"] == size
+    assert s1["bytes_served"] - s0["bytes_served"] == size
+    assert s1["resident_pages"] == size // PAGE
+    assert s1["misses"] - s0["misses"] >= 1
+
+    clone(mnt / "src", mnt / "dst")
+    disk0, cached0 = fsutil.disk_read_bytes(dev), fsutil.meminfo("Cached")
+    assert sha256_file(mnt / "dst") == sha256(data)
+    disk1, cached1 = fsutil.disk_read_bytes(dev), fsutil.meminfo("Cached")
+    s2 = fsutil.shared_cache_stats(dev)
+    assert s2["bytes_filled"] == s1["bytes_filled"]
+    assert s2["hits"] - s1["hits"] == size // PAGE
+    assert s2["misses"] == s1["misses"]
+    assert s2["resident_pages"] == size // PAGE
+    assert disk1 - disk0 < MiB  # metadata at most
+    assert cached1 - cached0 < 4 * MiB
+
+
+def test_thousand_clones_share_one_copy(sc):
+    mnt, dev = sc
+    size = 64 * 1024
+    data = fsutil.pattern(size, "many")
+    fsutil.write_file(mnt / "c0", data)
+    for i in range(1, 1000):
+        clone(mnt / "c0", mnt / f"c{i}")
+    cold(mnt, dev)
+    for i in range(1000):
+        assert sha256_file(mnt / f"c{i}") == sha256(data)
+    stats = fsutil.shared_cache_stats(dev)
+    assert stats["bytes_filled"] == size
+    assert stats["bytes_served"] == 1000 * size
+    assert stats["resident_pages"] == size // PAGE
+
+
+def test_clone_chain_and_assembled_file(sc):
+    mnt, dev = sc
+    a = fsutil.pattern(4 * MiB, "a")
+    b = fsutil.pattern(4 * MiB, "b")
+    fsutil.write_file(mnt / "a", a)
+    fsutil.write_file(mnt / "b", b)
+    clone(mnt / "a", mnt / "a1")
+    clone(mnt / "a1", mnt / "a2")
+    clone(mnt / "a2", mnt / "a3")
+    with open(mnt / "a3", "rb") as fa, open(mnt / "b", "rb") as fb, \
+            open(mnt / "mix", "wb") as out:
+        fsutil.ficlonerange(fa.fileno(), out.fileno(), MiB, 2 * MiB, 0)
+        fsutil.ficlonerange(fb.fileno(), out.fileno(), 0, MiB, 2 * MiB)
+    cold(mnt, dev)
+    for name in ("a", "a1", "a2", "a3"):
+        assert sha256_file(mnt / name) == sha256(a)
+    assert sha256_file(mnt / "mix") == sha256(a[MiB:3 * MiB] + b[:MiB])
+    assert sha256_file(mnt / "b") == sha256(b)
+    # a, its chain and mix's part of it were read from disk once; b once.
+    assert fsutil.shared_cache_stats(dev)["bytes_filled"] == 8 * MiB
+
+
+def write_at(path, offset, data, how):
+    if how == "buffered":
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            f.write(data)
+    elif how == "direct":
+        fd = os.open(path, os.O_RDWR | os.O_DIRECT)
+        buf = mmap.mmap(-1, len(data))
+        buf[:] = data
+        try:
+            assert os.pwritev(fd, [buf], offset) == len(data)
+        finally:
+            os.close(fd)
+    elif how == "mmap":
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            m[offset:offset + len(data)] = data
+            m.flush()
+    else:
+        raise ValueError(how)
+
+
+@pytest.mark.parametrize("how", ["buffered", "direct", "mmap"])
+@pytest.mark.parametrize("target", ["src", "dst"])
+@pytest.mark.parametrize("sync", [True, False])
+def test_write_after_clone_is_seen_by_that_file_only(sc, how, target, sync):
+    mnt, dev = sc
+    size = 8 * MiB
+    data = fsutil.pattern(size, "w")
+    fsutil.write_file(mnt / "src", data)
+    clone(mnt / "src", mnt / "dst")
+    fsutil.drop_caches()  # else src's own folios, left by the write, serve it
+    assert sha256_file(mnt / "src") == sha256(data)
+    assert fsutil.shared_cache_stats(dev)["resident_pages"] == size // PAGE
+    expected = {"src": bytearray(data), "dst": bytearray(data)}
+    # A partial page, a whole page range and a whole 1 MiB stretch.
+    for offset, length in ((100, 1000), (3 * PAGE, 2 * PAGE), (4 * MiB, MiB)):
+        if how == "direct" and (offset % PAGE or length % PAGE):
+            continue
+        patch = fsutil.pattern(length, f"{how}{offset}")
+        write_at(mnt / target, offset, patch, how)
+        expected[target][offset:offset + length] = patch
+        if sync:
+            os.sync()
+        for name in ("src", "dst"):
+            assert sha256_file(mnt / name) == sha256(expected[name]), name
+    cold(mnt, dev)
+    for name in ("src", "dst"):
+        assert sha256_file(mnt / name) == sha256(expected[name]), name
+
+
+def test_truncate_punch_fallocate_unlink(sc):
+    mnt, dev = sc
+    size = 8 * MiB
+    data = fsutil.pattern(size, "t")
+    fsutil.write_file(mnt / "src", data)
+    for name in ("t", "p", "u"):
+        clone(mnt / "src", mnt / name)
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "src") == sha256(data)
+
+    os.truncate(mnt / "t", 3 * MiB + 5)
+    assert sha256_file(mnt / "t") == sha256(data[:3 * MiB + 5])
+    os.truncate(mnt / "t", 6 * MiB)
+    expect_t = data[:3 * MiB + 5] + bytes(6 * MiB - 3 * MiB - 5)
+    assert sha256_file(mnt / "t") == sha256(expect_t)
+
+    fsutil.run("fallocate", "--punch-hole", "-o", str(MiB), "-l", str(2 * MiB), str(mnt / "p"))
+    expect_p = data[:MiB] + bytes(2 * MiB) + data[3 * MiB:]
+    assert sha256_file(mnt / "p") == sha256(expect_p)
+    fsutil.run("fallocate", "-o", str(size), "-l", str(2 * MiB), str(mnt / "p"))
+    os.truncate(mnt / "p", size + 2 * MiB)
+    expect_p += bytes(2 * MiB)
+    assert sha256_file(mnt / "p") == sha256(expect_p)
+
+    os.unlink(mnt / "src")
+    os.sync()
+    assert sha256_file(mnt / "u") == sha256(data)
+    fsutil.write_file(mnt / "new", fsutil.pattern(size, "new"))
+    os.unlink(mnt / "u")
+    os.sync()
+    assert sha256_file(mnt / "new") == sha256(fsutil.pattern(size, "new"))
+    cold(mnt, dev)
+    assert sha256_file(mnt / "t") == sha256(expect_t)
+    assert sha256_file(mnt / "p") == sha256(expect_p)
+
+
+def test_snapshots_and_dedupe(sc):
+    mnt, dev = sc
+    fsutil.run("btrfs", "subvolume", "create", str(mnt / "vol"))
+    data = fsutil.pattern(8 * MiB, "snap")
+    fsutil.write_file(mnt / "vol/f", data)
+    fsutil.run("btrfs", "subvolume", "snapshot", "-r", str(mnt / "vol"), str(mnt / "ro"))
+    fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "vol"), str(mnt / "rw"))
+    cold(mnt, dev)
+    for name in ("vol/f", "ro/f", "rw/f"):
+        assert sha256_file(mnt / name) == sha256(data)
+    assert fsutil.shared_cache_stats(dev)["bytes_filled"] == 8 * MiB
+
+    patch = fsutil.pattern(PAGE, "rw")
+    write_at(mnt / "rw/f", 2 * MiB, patch, "buffered")
+    changed = data[:2 * MiB] + patch + data[2 * MiB + PAGE:]
+    os.sync()
+    cold(mnt, dev)
+    assert sha256_file(mnt / "rw/f") == sha256(changed)
+    assert sha256_file(mnt / "ro/f") == sha256(data)
+    assert sha256_file(mnt / "vol/f") == sha256(data)
+
+    # Two files written separately, then deduplicated: one copy cached.
+    fsutil.write_file(mnt / "d1", data)
+    fsutil.write_file(mnt / "d2", data)
+    with open(mnt / "d1", "rb") as s, open(mnt / "d2", "r+b") as d:
+        results = fsutil.fideduperange(s.fileno(), 0, len(data), [(d.fileno(), 0)])
+    assert results == [(len(data), fsutil.FILE_DEDUPE_RANGE_SAME)]
+    cold(mnt, dev)
+    s0 = fsutil.shared_cache_stats(dev)["bytes_filled"]
+    assert sha256_file(mnt / "d1") == sha256(data)
+    assert sha256_file(mnt / "d2") == sha256(data)
+    assert fsutil.shared_cache_stats(dev)["bytes_filled"] - s0 == len(data)
+
+
+def overlaps(extents, ranges):
+    return any(p < q + m and q < p + n for _, p, n in extents for q, m in ranges)
+
+
+@pytest.mark.parametrize("sync_between", [True, False])
+def test_freed_and_reused_space_never_serves_old_data(sc, sync_between):
+    mnt, dev = sc
+    # Without ssd clustering, data allocation is first fit: freed space is reused.
+    fsutil.run("mount", "-o", "remount,nossd", str(mnt))
+    old = fsutil.pattern(4 * MiB, "old")
+    fsutil.write_file(mnt / "old", old)
+    clone(mnt / "old", mnt / "old2")
+    fsutil.drop_caches()  # the writer's own folios would serve the read
+    assert sha256_file(mnt / "old") == sha256(old)
+    assert fsutil.shared_cache_stats(dev)["resident_pages"] == len(old) // PAGE
+    old_ranges = [(p, n) for _, p, n in fsutil.physical_map(mnt / "old")]
+    inval0 = fsutil.shared_cache_stats(dev)["invalidations"]
+    os.unlink(mnt / "old")
+    os.unlink(mnt / "old2")
+    if sync_between:
+        os.sync()
+    fsutil.run("btrfs", "filesystem", "sync", str(mnt))
+    fsutil.run("btrfs", "filesystem", "sync", str(mnt))  # past the commit that unpins
+    assert fsutil.shared_cache_stats(dev)["invalidations"] > inval0
+
+    reused = None
+    for i in range(64):
+        new = fsutil.pattern(MiB, f"new{i}")
+        fsutil.write_file(mnt / f"new{i}", new)
+        if overlaps(fsutil.physical_map(mnt / f"new{i}"), old_ranges):
+            reused = (f"new{i}", new)
+            break
+    assert reused, "the allocator never reused the freed range; the test proves nothing"
+    name, new = reused
+    assert sha256_file(mnt / name) == sha256(new)
+    fsutil.drop_caches()
+    assert sha256_file(mnt / name) == sha256(new)
+
+
+def test_balance_and_scrub_while_shared(sc):
+    mnt, dev = sc
+    data = fsutil.pattern(16 * MiB, "bal")
+    fsutil.write_file(mnt / "a", data)
+    clone(mnt / "a", mnt / "b")
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "a") == sha256(data)
+    assert fsutil.shared_cache_stats(dev)["resident_pages"] == len(data) // PAGE
+    before = fsutil.physical_map(mnt / "a")
+    inval0 = fsutil.shared_cache_stats(dev)["invalidations"]
+    fsutil.run("btrfs", "balance", "start", "-d", str(mnt))
+    assert fsutil.physical_map(mnt / "a") != before, "balance did not move the data"
+    assert fsutil.shared_cache_stats(dev)["invalidations"] > inval0
+    assert sha256_file(mnt / "b") == sha256(data)
+    assert sha256_file(mnt / "a") == sha256(data)
+    # Balance freed the old addresses: new data there is read correctly.
+    fresh = fsutil.pattern(16 * MiB, "after-balance")
+    fsutil.write_file(mnt / "c", fresh)
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "c") == sha256(fresh)
+    fsutil.run("btrfs", "scrub", "start", "-B", str(mnt))  # exits non-zero on errors
+    assert sha256_file(mnt / "b") == sha256(data)
+
+
+def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
+    mnt, dev = sc
+    data = fsutil.pattern(MiB, "bad")
+    fsutil.write_file(mnt / "f", data)
+    clone(mnt / "f", mnt / "g")
+    logical = fsutil.physical_map(mnt / "f")[0][1]
+    fsutil.run("umount", str(mnt))
+    physical = fsutil.btrfs_physical(dev, logical + 3 * PAGE)
+    fd = os.open(dev, os.O_WRONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, PAGE)
+    buf[:] = b"\xa5" * PAGE
+    try:
+        os.pwritev(fd, [buf], physical)
+    finally:
+        os.close(fd)
+    fsutil.drop_caches()
+    fsutil.run("mount", "-o", "shared_cache", dev, str(mnt))
+
+    # Twice: a failed fill must not leave a bad folio behind as uptodate.
+    for attempt in range(2):
+        for name in ("f", "g"):
+            fd = os.open(mnt / name, os.O_RDONLY)
+            try:
+                assert os.pread(fd, 3 * PAGE, 0) == data[:3 * PAGE]
+                with pytest.raises(OSError) as err:
+                    os.pread(fd, PAGE, 3 * PAGE)
+                assert err.value.errno == errno.EIO
+                # A read running into the bad block stops short before it.
+                assert os.pread(fd, 2 * PAGE, 2 * PAGE) == data[2 * PAGE:3 * PAGE]
+                assert os.pread(fd, MiB, 4 * PAGE) == data[4 * PAGE:]
+            finally:
+                os.close(fd)
+
+
+def test_concurrent_readers_while_a_clone_is_rewritten(sc):
+    mnt, dev = sc
+    data = fsutil.pattern(16 * MiB, "conc")
+    fsutil.write_file(mnt / "src", data)
+    for i in range(4):
+        clone(mnt / "src", mnt / f"r{i}")
+    fsutil.drop_caches()
+    errors = []
+    stop = threading.Event()
+
+    def reader(name):
+        while not stop.is_set():
+            digest = sha256_file(mnt / name)
+            if digest != sha256(data):
+                errors.append(name)
+                return
+
+    threads = [threading.Thread(target=reader, args=(f"r{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for round_ in range(6):
+            clone(mnt / "src", mnt / "w")
+            write_at(mnt / "w", round_ * MiB, fsutil.pattern(MiB, round_), "buffered")
+            os.truncate(mnt / "w", 5 * MiB)
+            if round_ % 2:
+                os.sync()
+            os.unlink(mnt / "w")
+            fsutil.drop_caches()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, f"readers saw wrong data: {errors}"
+
+
+def test_memory_pressure_keeps_reads_correct(sc):
+    mnt, dev = sc
+    data = fsutil.pattern(96 * MiB, "pressure")
+    fsutil.write_file(mnt / "a", data)
+    for name in ("b", "c"):
+        clone(mnt / "a", mnt / name)
+    cold(mnt, dev)
+    expected = sha256(data)
+    script = ("import sys, hashlib\n"
+              "for p in sys.argv[1:]:\n"
+              "    h = hashlib.sha256()\n"
+              "    with open(p, 'rb') as f:\n"
+              "        while (b := f.read(1 << 20)):\n"
+              "            h.update(b)\n"
+              "    print(h.hexdigest())\n")
+    # 32 MiB of memory for a reader of 3 x 96 MiB: the cache must be reclaimed.
+    with fsutil.memory_cgroup("pcshare-pressure", 32 * MiB) as procs:
+        child = subprocess.Popen(
+            ["python3", "-c", script] + [str(mnt / n) for n in "abc"],
+            stdout=subprocess.PIPE, text=True,
+            preexec_fn=lambda: procs.write_text(str(os.getpid())))
+        out, _ = child.communicate()
+    assert child.returncode == 0
+    assert out.split() == [expected] * 3
+
+
+def test_sendfile_and_splice_read_through_cache(sc):
+    mnt, dev = sc
+    data = fsutil.pattern(4 * MiB, "splice")
+    fsutil.write_file(mnt / "src", data)
+    clone(mnt / "src", mnt / "dst")
+    cold(mnt, dev)
+    assert sha256_file(mnt / "src") == sha256(data)
+    s0 = fsutil.shared_cache_stats(dev)
+    with open(mnt / "dst", "rb") as src, open(mnt / "copy", "wb") as out:
+        sent = 0
+        while sent < len(data):
+            n = os.sendfile(out.fileno(), src.fileno(), sent, len(data) - sent)
+            assert n > 0
+            sent += n
+    s1 = fsutil.shared_cache_stats(dev)
+    assert s1["bytes_filled"] == s0["bytes_filled"]
+    assert s1["bytes_served"] - s0["bytes_served"] == len(data)
+    assert sha256_file(mnt / "copy") == sha256(data)
+
+
+def test_direct_reads_bypass_the_cache(sc):
+    mnt, dev = sc
+    data = fsutil.pattern(2 * MiB, "dio")
+    fsutil.write_file(mnt / "f", data)
+    cold(mnt, dev)
+    s0 = fsutil.shared_cache_stats(dev)
+    assert sha256_file(mnt / "f", direct=True) == sha256(data)
+    assert fsutil.shared_cache_stats(dev) == s0
+
+
+def test_noshared_cache_leaves_the_cache_alone(scratch_dev, tmp_path):
+    fsutil.mkfs("btrfs", scratch_dev)
+    with fsutil.mounted(scratch_dev, tmp_path / "mnt") as mnt:
+        assert "shared_cache" not in fsutil.mount_options(mnt)
+        data = fsutil.pattern(4 * MiB, "off")
+        fsutil.write_file(mnt / "a", data)
+        clone(mnt / "a", mnt / "b")
+        fsutil.drop_caches()
+        disk0 = fsutil.disk_read_bytes(scratch_dev)
+        assert sha256_file(mnt / "a") == sha256(data)
+        assert sha256_file(mnt / "b") == sha256(data)
+        # Stock behaviour: the clone is read from disk again.
+        assert fsutil.disk_read_bytes(scratch_dev) - disk0 >= 2 * len(data)
+        stats = fsutil.shared_cache_stats(scratch_dev)
+        assert stats["bytes_served"] == 0 and stats["resident_pages"] == 0
