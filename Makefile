@@ -3,12 +3,14 @@ PYTHON ?= $(shell command -v python3)
 export PCSHARE_CACHE ?= $(HOME)/.cache/pcshare
 DEV ?= $(PCSHARE_CACHE)/dev
 DEMO_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: help deps kernels test test-host demo dev-tree export-patches check-patches clean-cache
+.PHONY: help deps kernels test test-host demo bench-unshared dev-tree export-patches check-patches clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
 	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
+	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> results/unshared.json"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
 	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
@@ -31,6 +33,9 @@ test-host: deps
 
 demo: deps
 	$(PYTHON) bench/demo.py $(DEMO_ARGS)
+
+bench-unshared: deps
+	$(PYTHON) bench/unshared.py $(BENCH_ARGS)
 
 dev-tree: deps
 	scripts/kernel.sh dev-tree $(DEV)

@@ -25,6 +25,8 @@ def run_kernel(kernel, size, clones, mem):
     command = [sys.executable, "bench/demo_guest.py", "--device", "/dev/vda",
                "--size", str(size), "--clones", str(clones),
                "--json", "/run/pcshare/out/demo.json"]
+    if vm.has_shared_cache(kernel):
+        command += ["--mount-options", "shared_cache"]
     disk = 2 * size + (2 << 30)
     result = vm.run_vm(command, kernel=kernel, mem=mem, disks=[str(disk)],
                        timeout=1800 + size * (clones + 4) / (10 << 20), out_dir=out_dir)
@@ -37,7 +39,8 @@ def run_kernel(kernel, size, clones, mem):
 def table(runs, kernels):
     by = {(r["kernel"], r["step"]): r for r in runs}
     head = f"{'step':18} {'n':>3}" + "".join(
-        f" | {k + ' s':>11} {'disk MiB':>9} {'cache MiB':>10}" for k in kernels)
+        f" | {k + ' s':>11} {'disk MiB':>9} {'cache MiB':>10} {'shared MiB':>10}"
+        for k in kernels)
     lines = [head, "-" * len(head)]
     for step in STEPS:
         cells = ""
@@ -45,11 +48,13 @@ def table(runs, kernels):
         for k in kernels:
             r = by.get((k, step))
             if r is None:
-                cells += f" | {'-':>11} {'-':>9} {'-':>10}"
+                cells += f" | {'-':>11} {'-':>9} {'-':>10} {'-':>10}"
                 continue
             n = r["n"]
+            shared = r.get("shared_cache")
+            shared = f"{shared['resident_bytes'] / 2**20:10.0f}" if shared else f"{'-':>10}"
             cells += (f" | {r['seconds']:11.3f} {r['disk_read_bytes'] / 2**20:9.0f}"
-                      f" {r['cache_growth_bytes'] / 2**20:10.0f}")
+                      f" {r['cache_growth_bytes'] / 2**20:10.0f} {shared}")
         lines.append(f"{step:18} {n:>3}{cells}")
     return "\n".join(lines)
 

@@ -5,7 +5,6 @@ Makes a btrfs on DEVICE, writes a SIZE file, drops caches, then measures
 each step's wall time, bytes read from DEVICE and growth of the page cache
 ('Cached' in /proc/meminfo). Writes a JSON list of step records.
 """
-import argparse
 import json
 import os
 import platform
@@ -44,23 +43,33 @@ class Meter:
     def __init__(self, device):
         self.device = device
 
+    def shared_cache(self):
+        try:
+            return fsutil.shared_cache_stats(self.device)
+        except FileNotFoundError:  # a kernel without the shared extent cache
+            return None
+
     def measure(self, fn):
         disk0, cached0 = fsutil.disk_read_bytes(self.device), fsutil.meminfo("Cached")
+        sc0 = self.shared_cache()
         t0 = time.monotonic()
         fn()
         seconds = time.monotonic() - t0
-        return {"seconds": round(seconds, 4),
-                "disk_read_bytes": fsutil.disk_read_bytes(self.device) - disk0,
-                "cache_growth_bytes": fsutil.meminfo("Cached") - cached0}
+        row = {"seconds": round(seconds, 4),
+               "disk_read_bytes": fsutil.disk_read_bytes(self.device) - disk0,
+               "cache_growth_bytes": fsutil.meminfo("Cached") - cached0}
+        sc1 = self.shared_cache()
+        if sc0 is not None and sc1 is not None:
+            # Counter deltas over the step; resident bytes at its end.
+            row["shared_cache"] = {k: sc1[k] - sc0[k] for k in
+                                   ("hits", "misses", "bytes_filled", "bytes_served")}
+            row["shared_cache"]["resident_bytes"] = sc1["resident_pages"] * 4096
+        return row
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--device", required=True)
-    ap.add_argument("--size", type=int, required=True, help="file size in bytes")
+    ap = fsutil.bench_arg_parser(__doc__)
     ap.add_argument("--clones", type=int, default=8)
-    ap.add_argument("--mount-options", default="")
-    ap.add_argument("--json", required=True, help="output file")
     args = ap.parse_args()
 
     fsutil.mkfs("btrfs", args.device)
