@@ -4,8 +4,14 @@ export PCSHARE_CACHE ?= $(HOME)/.cache/pcshare
 DEV ?= $(PCSHARE_CACHE)/dev
 DEMO_ARGS ?=
 BENCH_ARGS ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+CFLAGS ?= -O2 -g -Wall -Wextra
+TOOL := tools/pcshare/pcshare
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps kernels test test-host demo bench-unshared dev-tree export-patches check-patches clean-cache
+.PHONY: help deps tool install kernels test test-host demo bench-unshared dev-tree export-patches check-patches clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
@@ -15,19 +21,30 @@ help:
 	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
 	@echo "make check-patches   checkpatch.pl --strict on the series"
+	@echo "make tool            build the pcshare tool ($(TOOL))"
+	@echo "make install         install pcshare and its man page under PREFIX=$(PREFIX)"
 	@echo "make deps            install apt/pip packages (done by demo and test too)"
 
 deps:
 	@PYTHON=$(PYTHON) scripts/deps.sh
 
+tool: $(TOOL)
+
+$(TOOL): tools/pcshare/pcshare.c tools/pcshare/ficlonerange2.h
+	$(CC) $(CFLAGS) -DPCSHARE_VERSION='"$(VERSION)"' -o $@ $<
+
+install: $(TOOL)
+	install -D -m 0755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/pcshare
+	install -D -m 0644 tools/pcshare/pcshare.1 $(DESTDIR)$(PREFIX)/share/man/man1/pcshare.1
+
 kernels: deps
 	scripts/kernel.sh build stock default
 	scripts/kernel.sh build pcshare default
 
-test: deps
+test: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py
 
-test-host: deps
+test-host: deps $(TOOL)
 	scripts/kernel.sh build stock default >/dev/null
 	$(PYTHON) -m pytest -p no:cacheprovider -v tests/host
 

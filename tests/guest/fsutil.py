@@ -4,6 +4,7 @@ Used by the guest test suites and the benchmarks; runs inside a pcshare guest
 (or on any Linux host for the parts that need no scratch disk).
 """
 import contextlib
+import errno
 import fcntl
 import hashlib
 import mmap
@@ -16,6 +17,8 @@ from pathlib import Path
 FICLONE = 0x40049409
 FICLONERANGE = 0x4020940D
 FIDEDUPERANGE = 0xC0189436
+FICLONERANGE2 = 0xC0609437  # _IOWR(0x94, 55, struct file_clone_range2), pcshare series
+FICLONERANGE2_PARTIAL = 1
 FS_IOC_FIEMAP = 0xC020660B
 FIEMAP_FLAG_SYNC = 0x1
 FIEMAP_EXTENT_LAST = 0x1
@@ -31,6 +34,36 @@ def ficlone(src_fd, dst_fd):
 def ficlonerange(src_fd, dst_fd, src_offset, length, dest_offset):
     arg = struct.pack("=qQQQ", src_fd, src_offset, length, dest_offset)
     fcntl.ioctl(dst_fd, FICLONERANGE, arg)
+
+
+class CloneRange2:
+    """struct file_clone_range2; call() issues FICLONERANGE2 and, like the
+    kernel, leaves the written-back cursor in the object even on errors."""
+    FORMAT = "=qQQQQQQQ4Q"
+
+    def __init__(self, src_fd, src_offset=0, src_length=0, dest_offset=0, flags=0,
+                 budget_ms=0, chunk_size=0, done=0, reserved=(0, 0, 0, 0)):
+        self.fields = [src_fd, src_offset, src_length, dest_offset, flags, budget_ms,
+                       chunk_size, done, *reserved]
+
+    src_length = property(lambda self: self.fields[2])
+    done = property(lambda self: self.fields[7])
+
+    def call(self, dst_fd):
+        buf = bytearray(struct.pack(self.FORMAT, *self.fields))
+        try:
+            return fcntl.ioctl(dst_fd, FICLONERANGE2, buf, True)
+        finally:
+            self.fields = list(struct.unpack(self.FORMAT, buf))
+
+
+def has_ficlonerange2(fd):
+    """Probe with an invalid flag: EINVAL means the kernel knows the call."""
+    try:
+        CloneRange2(fd, flags=1 << 63).call(fd)
+    except OSError as e:
+        return e.errno != errno.ENOTTY
+    return True
 
 
 def fideduperange(src_fd, src_offset, length, dests):
