@@ -11,12 +11,13 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels test test-host demo bench-unshared dev-tree export-patches check-patches clean-cache
+.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone dev-tree export-patches check-patches clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
 	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> results/unshared.json"
+	@echo "make bench-clone     readers and a writer during clones -> results/clone.json, .png"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
 	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
@@ -53,6 +54,9 @@ demo: deps
 
 bench-unshared: deps
 	$(PYTHON) bench/unshared.py $(BENCH_ARGS)
+
+bench-clone: deps $(TOOL)
+	$(PYTHON) bench/clone.py $(BENCH_ARGS)
 
 dev-tree: deps
 	scripts/kernel.sh dev-tree $(DEV)

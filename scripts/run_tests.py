@@ -69,11 +69,16 @@ def main():
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
                    "--junitxml=/run/pcshare/out/junit.xml", "tests/guest"]
         env = {}
+        missing = []
         if vm.has_shared_cache(kernel, variant):
             # Every btrfs test once as stock would mount, once through the cache.
             env["PCSHARE_BTRFS_OPTION_SETS"] = ";shared_cache"
         else:
-            command += ["-m", "not shared_cache"]
+            missing.append("shared_cache")
+        if not vm.has_clone2(kernel, variant):
+            missing.append("clone2")
+        if missing:
+            command += ["-m", " and ".join(f"not {m}" for m in missing)]
         if args.keyword:
             command += ["-k", args.keyword]
         t0 = time.monotonic()

@@ -116,6 +116,13 @@ def has_shared_cache(kernel, variant="default"):
     return "CONFIG_BTRFS_SHARED_CACHE=y" in config.read_text().splitlines()
 
 
+def has_clone2(kernel, variant="default"):
+    """Was KERNEL/VARIANT built with FICLONERANGE2 (the series' VFS patch)?"""
+    system_map = CACHE / kernel / f"build-{variant}" / "System.map"
+    return any(line.endswith(" vfs_clone_file_range2")
+               for line in system_map.read_text().splitlines())
+
+
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     text = str(text).strip().upper().rstrip("B").rstrip("I")

@@ -16,6 +16,8 @@ BTRFS_OPTION_SETS = os.environ.get("PCSHARE_BTRFS_OPTION_SETS", "").split(";")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "shared_cache: needs the pcshare kernel's shared extent cache")
+    config.addinivalue_line("markers", "clone2: needs the pcshare kernel's FICLONERANGE2 and "
+                            "btrfs clone locking")
     if not os.environ.get("PCSHARE_DISKS"):
         raise pytest.UsageError("guest suites run inside a pcshare VM with a scratch disk "
                                 "(scripts/vm.py --disk SIZE); PCSHARE_DISKS is not set")

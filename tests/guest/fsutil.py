@@ -4,6 +4,7 @@ Used by the guest test suites and the benchmarks; runs inside a pcshare guest
 (or on any Linux host for the parts that need no scratch disk).
 """
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -36,6 +37,9 @@ def ficlonerange(src_fd, dst_fd, src_offset, length, dest_offset):
     fcntl.ioctl(dst_fd, FICLONERANGE, arg)
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
 class CloneRange2:
     """struct file_clone_range2; call() issues FICLONERANGE2 and, like the
     kernel, leaves the written-back cursor in the object even on errors."""
@@ -50,11 +54,15 @@ class CloneRange2:
     done = property(lambda self: self.fields[7])
 
     def call(self, dst_fd):
-        buf = bytearray(struct.pack(self.FORMAT, *self.fields))
-        try:
-            return fcntl.ioctl(dst_fd, FICLONERANGE2, buf, True)
-        finally:
-            self.fields = list(struct.unpack(self.FORMAT, buf))
+        """One ioctl through libc, so EINTR reaches the caller instead of
+        being retried by Python (PEP 475)."""
+        buf = ctypes.create_string_buffer(struct.pack(self.FORMAT, *self.fields), 96)
+        ret = _libc.ioctl(dst_fd, ctypes.c_ulong(FICLONERANGE2), buf)
+        err = ctypes.get_errno()
+        self.fields = list(struct.unpack(self.FORMAT, buf.raw))
+        if ret < 0:
+            raise OSError(err, os.strerror(err))
+        return ret
 
 
 def has_ficlonerange2(fd):

@@ -1,0 +1,317 @@
+"""FICLONERANGE2 on btrfs and XFS, and readers of every kind making progress
+while a long clone runs (pcshare series kernels only: marker clone2)."""
+import errno
+import hashlib
+import mmap
+import multiprocessing
+import os
+import random
+import signal
+import time
+
+import pytest
+
+import fsutil
+from conftest import _fresh
+from fsutil import CloneRange2, sha256, sha256_file
+
+pytestmark = pytest.mark.clone2
+MiB = 1 << 20
+BS = 4096
+
+
+@pytest.fixture(params=["btrfs", "xfs"])
+def fs(request, scratch_dev, tmp_path):
+    yield from _fresh(request.param, scratch_dev, tmp_path)
+
+
+def block(i):
+    return hashlib.sha512(b"blk%d" % i).digest() * (BS // 64)
+
+
+def write_fragmented(path, extents):
+    """A file of `extents` one-block extents with a hole after each but the
+    last, written back to front so XFS's EOF preallocation cannot merge them.
+    Returns its contents."""
+    with open(path, "wb") as f:
+        for i in reversed(range(extents)):
+            os.pwrite(f.fileno(), block(i), 2 * i * BS)
+        os.fsync(f.fileno())
+    return b"".join(block(i) + (bytes(BS) if i < extents - 1 else b"")
+                    for i in range(extents))
+
+
+def extent_count(path):
+    with open(path, "rb") as f:
+        return len(fsutil.fiemap(f.fileno(), max_extents=1 << 16))
+
+
+def clone2(src, dst, **kw):
+    with open(src, "rb") as s, open(dst, "r+b" if os.path.exists(dst) else "wb") as d:
+        args = CloneRange2(s.fileno(), **kw)
+        return args.call(d.fileno()), args
+
+
+def test_whole_file_in_one_call(fs):
+    data = fsutil.pattern(8 * MiB + 123, "whole")
+    fsutil.write_file(fs / "src", data)
+    ret, args = clone2(fs / "src", fs / "dst")
+    assert (ret, args.done, args.src_length) == (0, len(data), len(data))
+    assert sha256_file(fs / "dst") == sha256(data)
+    with open(fs / "dst", "rb") as d:
+        assert all(fl & fsutil.FIEMAP_EXTENT_SHARED for *_, fl in fsutil.fiemap(d.fileno()))
+
+
+def test_budget_expiry_returns_partial_progress_then_completes(fs):
+    data = write_fragmented(fs / "src", 4000)
+    assert extent_count(fs / "src") >= 4000
+    old = fsutil.pattern(len(data), "old")
+    fsutil.write_file(fs / "dst", old)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "r+b") as d:
+        args = CloneRange2(s.fileno(), budget_ms=1, chunk_size=BS)
+        assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
+        first = args.done
+        assert 0 < first < len(data) and first % BS == 0
+        assert args.src_length == len(data)  # resolved once, written back
+        # Below the cursor the source's data, above it the old contents.
+        assert sha256_file(fs / "dst") == sha256(data[:first] + old[first:])
+        calls = 1
+        while args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL:
+            calls += 1
+            assert args.done > first
+            first = args.done
+    assert calls >= 2 and args.done == len(data)
+    assert sha256_file(fs / "dst") == sha256(data)
+
+
+def test_eof_length_is_resolved_once(fs):
+    data = write_fragmented(fs / "src", 2000)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+        args = CloneRange2(s.fileno(), budget_ms=1, chunk_size=BS)
+        assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
+        assert args.src_length == len(data)
+    with open(fs / "src", "ab") as s:  # the source grows between calls
+        s.write(b"appended" * 1000)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "r+b") as d:
+        args.fields[0] = s.fileno()
+        while args.call(d.fileno()):
+            pass
+    assert os.path.getsize(fs / "dst") == len(data)
+    assert sha256_file(fs / "dst") == sha256(data)
+
+
+def test_zero_length_at_and_past_eof(fs):
+    fsutil.write_file(fs / "src", fsutil.pattern(MiB, "z"))
+    ret, args = clone2(fs / "src", fs / "dst", src_offset=MiB)
+    assert (ret, args.done, args.src_length) == (0, 0, 0)
+    assert os.path.getsize(fs / "dst") == 0
+    with pytest.raises(OSError) as e:
+        clone2(fs / "src", fs / "dst", src_offset=2 * MiB)
+    assert e.value.errno == errno.EINVAL
+    # A cursor already at the end is a finished clone.
+    ret, args = clone2(fs / "src", fs / "dst", src_length=MiB, done=MiB)
+    assert (ret, args.done) == (0, MiB)
+    assert os.path.getsize(fs / "dst") == 0
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("flags", dict(flags=1)),
+    ("reserved", dict(reserved=(0, 0, 7, 0))),
+    ("misaligned src", dict(src_offset=512, src_length=BS)),
+    ("misaligned dest", dict(dest_offset=100, src_length=BS)),
+    ("misaligned chunk", dict(chunk_size=BS + 1)),
+    ("past eof", dict(src_length=2 * MiB)),
+    ("unaligned middle", dict(src_length=BS + 1)),
+    ("cursor past length", dict(src_length=BS, done=2 * BS)),
+    ("misaligned cursor", dict(src_length=4 * BS, done=100)),
+    ("negative offset", dict(src_offset=1 << 63, src_length=BS)),
+])
+def test_invalid_arguments_are_einval_with_nothing_cloned(fs, case, kwargs):
+    fsutil.write_file(fs / "src", fsutil.pattern(MiB, "inv"))
+    with pytest.raises(OSError) as e:
+        clone2(fs / "src", fs / "dst", **kwargs)
+    assert e.value.errno == errno.EINVAL, case
+    assert os.path.getsize(fs / "dst") == 0
+
+
+def test_errors_match_ficlonerange(fs, tmp_path):
+    fsutil.write_file(fs / "src", fsutil.pattern(MiB, "err"))
+    # Misalignment: the same errno from both calls.
+    with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+        for call in (lambda: fsutil.ficlonerange(s.fileno(), d.fileno(), 512, BS, 0),
+                     lambda: CloneRange2(s.fileno(), 512, BS).call(d.fileno())):
+            with pytest.raises(OSError) as e:
+                call()
+            assert e.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as e:
+            CloneRange2(9999).call(d.fileno())
+        assert e.value.errno == errno.EBADF
+    with open(fs / "src", "ab") as w, open(fs / "dst", "wb") as d:
+        with pytest.raises(OSError) as e:  # source not open for reading
+            CloneRange2(w.fileno()).call(d.fileno())
+        assert e.value.errno == errno.EBADF
+    other = tmp_path / "elsewhere"  # the test's tmp dir, not the scratch fs
+    other.write_bytes(b"x" * BS)
+    with open(other, "rb") as s, open(fs / "dst", "wb") as d:
+        with pytest.raises(OSError) as e:
+            CloneRange2(s.fileno()).call(d.fileno())
+        assert e.value.errno == errno.EXDEV
+
+
+def test_ranges_within_one_file(fs):
+    data = fsutil.pattern(16 * MiB, "self")
+    fsutil.write_file(fs / "f", data)
+    with open(fs / "f", "r+b") as f:
+        with pytest.raises(OSError) as e:  # overlapping: refused whole
+            CloneRange2(f.fileno(), 0, 8 * MiB, 4 * MiB, chunk_size=MiB).call(f.fileno())
+        assert e.value.errno == errno.EINVAL
+        assert sha256_file(fs / "f") == sha256(data)
+        args = CloneRange2(f.fileno(), 0, 4 * MiB, 8 * MiB, chunk_size=64 * 1024)
+        assert args.call(f.fileno()) == 0 and args.done == 4 * MiB
+    assert sha256_file(fs / "f") == sha256(data[:8 * MiB] + data[:4 * MiB] + data[12 * MiB:])
+
+
+def long_clone_source(fs, extents=6000):
+    data = write_fragmented(fs / "src", extents)
+    return data
+
+
+def test_alarm_interrupts_and_the_same_struct_continues(fs):
+    data = long_clone_source(fs)
+    fired = []
+    old = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    interrupts = 0
+    try:
+        with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+            args = CloneRange2(s.fileno(), chunk_size=BS)
+            signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+            while True:
+                before = args.done
+                try:
+                    assert args.call(d.fileno()) == 0
+                    break
+                except InterruptedError:
+                    interrupts += 1
+                    assert args.done > before  # progress, and it came back
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert interrupts >= 1 and fired
+    assert args.done == len(data)
+    assert sha256_file(fs / "dst") == sha256(data)
+
+
+def test_sa_restart_restarts_the_call_transparently(fs):
+    data = long_clone_source(fs)
+    fired = []
+    old = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+    signal.siginterrupt(signal.SIGALRM, False)  # SA_RESTART
+    try:
+        with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+            args = CloneRange2(s.fileno(), chunk_size=BS)
+            signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+            ret = args.call(d.fileno())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert ret == 0 and args.done == len(data) and fired
+    assert sha256_file(fs / "dst") == sha256(data)
+
+
+def test_enospc_part_way_keeps_the_cursor_true(scratch_dev, tmp_path):
+    """A small XFS with only 256 KiB free: the destination's block map needs
+    new blocks as the fragmented source is cloned in, and they run out part
+    way. After space is freed, the same struct finishes the clone."""
+    fsutil.run("mkfs.xfs", "-q", "-f", "-m", "reflink=1", "-d", "size=320m", scratch_dev)
+    with fsutil.mounted(scratch_dev, tmp_path / "mnt") as mnt:
+        data = write_fragmented(mnt / "src", 30000)
+        (mnt / "dst").touch()
+        with open(mnt / "filler", "wb") as f:
+            chunk = bytes(MiB)
+            try:
+                while True:
+                    f.write(chunk)
+                    f.flush()
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+        with open(mnt / "filler", "r+b") as f:  # back to the last few blocks
+            for step in (MiB, 64 * 1024, BS):
+                try:
+                    while True:
+                        os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, step)
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC
+            os.fsync(f.fileno())
+            f.truncate(os.fstat(f.fileno()).st_size - 256 * 1024)
+            os.fsync(f.fileno())
+        with open(mnt / "src", "rb") as s, open(mnt / "dst", "r+b") as d:
+            args = CloneRange2(s.fileno(), chunk_size=64 * BS)
+            with pytest.raises(OSError) as e:
+                args.call(d.fileno())
+            assert e.value.errno == errno.ENOSPC
+            done = args.done
+            assert 0 < done < len(data) and done % BS == 0
+            assert sha256_file(mnt / "dst", 0, done) == sha256(data[:done])
+            os.unlink(mnt / "filler")
+            os.sync()
+            assert args.call(d.fileno()) == 0
+        assert sha256_file(mnt / "dst") == sha256(data)
+
+
+def _reader(path, kind, blocks, stop, out):
+    """Read random written blocks of `path` until `stop`; report each read's
+    (start, end) times and whether every block read back right."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if kind == "direct" else 0))
+    size = os.fstat(fd).st_size
+    buf = mmap.mmap(-1, BS)
+    mapping = mmap.mmap(fd, size, prot=mmap.PROT_READ) if kind == "mmap" else None
+    rng = random.Random(kind)
+    spans, bad = [], 0
+    while not stop.is_set():
+        i = rng.randrange(blocks)
+        off = 2 * i * BS
+        start = time.monotonic()
+        if kind == "mmap":
+            got = mapping[off:off + BS]
+            mapping.madvise(mmap.MADV_DONTNEED, off, BS)  # fault again next time
+        else:
+            if kind == "buffered":
+                os.posix_fadvise(fd, off, BS, os.POSIX_FADV_DONTNEED)
+            os.preadv(fd, [buf], off)
+            got = bytes(buf)
+        spans.append((start, time.monotonic()))
+        bad += got != block(i)
+    out.put((kind, spans, bad))
+
+
+def test_readers_of_every_kind_progress_during_a_long_clone(fs):
+    """One FICLONE of a many-extent file, which holds the files' locks from
+    start to end; buffered, O_DIRECT and mmap readers of the source must each
+    issue and complete reads while it runs (on stock btrfs O_DIRECT waits)."""
+    blocks = 30000
+    data = write_fragmented(fs / "src", blocks)
+    ctx = multiprocessing.get_context("fork")
+    stop, out = ctx.Event(), ctx.Queue()
+    kinds = ["buffered", "direct", "mmap"]
+    readers = [ctx.Process(target=_reader, args=(fs / "src", k, blocks, stop, out))
+               for k in kinds]
+    for r in readers:
+        r.start()
+    time.sleep(1)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+        t0 = time.monotonic()
+        fsutil.ficlone(s.fileno(), d.fileno())
+        t1 = time.monotonic()
+    stop.set()
+    results = {}
+    for _ in kinds:
+        kind, spans, bad = out.get(timeout=120)
+        results[kind] = (sum(t0 < a and b < t1 for a, b in spans), bad)
+    for r in readers:
+        r.join(timeout=60)
+    print(f"clone {t1 - t0:.2f} s; reads within it: "
+          + ", ".join(f"{k} {n}" for k, (n, _) in results.items()))
+    for kind, (during, bad) in results.items():
+        assert bad == 0, kind
+        assert during >= 3, (kind, during, t1 - t0)
+    assert sha256_file(fs / "dst") == sha256(data)
