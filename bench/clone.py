@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""`make bench-clone`: the FICLONERANGE2 proposal's table, reproduced.
+
+Boots the stock and the pcshare kernel; each makes a btrfs file of
+--extents one-block extents and clones it once per method while fio runs
+4 KiB random readers (buffered, O_DIRECT, mmap) and one writer on it:
+FICLONE, a 1 MiB FICLONERANGE loop, and (pcshare only) FICLONERANGE2 with
+10 ms and 100 ms budgets, all through `pcshare clone`. Writes
+results/clone.json (format in the README) and results/clone.png.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TOP / "scripts"))
+import vm  # noqa: E402
+
+STOCK_METHODS = ["ficlone", "ficlonerange_1m"]
+CLONE2_METHODS = ["ficlonerange2_10ms", "ficlonerange2_100ms"]
+
+
+def run_kernel(kernel, extents, out_dir):
+    methods = STOCK_METHODS + (CLONE2_METHODS if vm.has_clone2(kernel) else [])
+    command = [sys.executable, "bench/clone_guest.py", "--device", "/dev/vda",
+               "--extents", str(extents), "--methods", ",".join(methods),
+               "--json", "/run/pcshare/out/clone.json"]
+    result = vm.run_vm(command, kernel=kernel, mem="3G", disks=["4G"], timeout=5400,
+                       out_dir=out_dir)
+    if not result.ok:
+        raise SystemExit(f"bench-clone: {kernel} guest failed: {result.summary()}")
+    return json.loads((out_dir / "clone.json").read_text())
+
+
+def table(results):
+    kinds = ["buffered", "direct", "mmap", "writer"]
+    lines = [f"{'kernel':8} {'method':20} {'clone s':>8}"
+             + "".join(f" {k + ' max/p99.9 ms':>24}" for k in kinds)]
+    for r in results["runs"]:
+        lat = r["latency_ms"]
+        lines.append(f"{r['kernel']:8} {r['method']:20} {r['clone_seconds']:8.2f}"
+                     + "".join(f" {lat[k]['max']:>12.1f}/{lat[k]['p999']:<11.1f}" for k in kinds))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--extents", type=int, default=100000,
+                    help="extents in the cloned file (default 100000)")
+    ap.add_argument("--kernels", default="stock,pcshare")
+    ap.add_argument("--out", default=str(TOP / "results/clone.json"))
+    ap.add_argument("--plot", default=str(TOP / "results/clone.png"))
+    args = ap.parse_args()
+    if args.extents < 1:
+        ap.error("--extents must be positive")
+    kernels = [k for k in args.kernels.split(",") if k]
+    for kernel in kernels:
+        vm.build_kernel(kernel)
+
+    results = {"extents": None, "file_size": None, "runs": []}
+    for kernel in kernels:
+        print(f"== {kernel}", flush=True)
+        got = run_kernel(kernel, args.extents, vm.CACHE / "bench-clone" / kernel)
+        results["extents"] = results["extents"] or got["extents"]
+        results["file_size"] = got["file_size"]
+        if got["extents"] != results["extents"]:
+            print(f"note: {kernel}'s file has {got['extents']} extents", flush=True)
+            results.setdefault("extents_per_kernel", {})[kernel] = got["extents"]
+        results["runs"] += [{"kernel": kernel, **run} for run in got["runs"]]
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    print(f"\nwritten: {out}")
+    # matplotlib comes from Debian's python3-matplotlib (scripts/deps.sh).
+    plot = subprocess.run(["/usr/bin/python3", str(TOP / "bench/plot_clone.py"), str(out),
+                           args.plot])
+    if plot.returncode == 0:
+        print(f"written: {args.plot}")
+    else:
+        print("bench-clone: plot failed (results are in the JSON)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
