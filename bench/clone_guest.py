@@ -74,7 +74,8 @@ def fio_command(path, size, out_json):
 
 
 def latencies(fio_json):
-    data = json.loads(Path(fio_json).read_text())
+    text = Path(fio_json).read_text()
+    data = json.loads(text[text.index("{"):])  # after "fio: terminating on signal 2"
     out = {}
     for job in data["jobs"]:
         side = job["write"] if job["jobname"] == "writer" else job["read"]
@@ -104,7 +105,8 @@ def run_method(mnt, method, size, lead):
     _, fio_err = fio.communicate(timeout=600)
     if res.returncode:
         raise SystemExit(f"clone_guest: {method}: pcshare clone failed: {res.stderr.strip()}")
-    if fio.returncode not in (0, 130) or not fio_json.exists():
+    # Stopped by SIGINT, fio exits 128 after writing a complete report.
+    if fio.returncode not in (0, 128) or not fio_json.exists():
         raise SystemExit(f"clone_guest: fio failed ({fio.returncode}): {fio_err[-500:]}")
     summary = json.loads(res.stdout)
     lat = latencies(fio_json)

@@ -288,7 +288,7 @@ def test_readers_of_every_kind_progress_during_a_long_clone(fs):
     """One FICLONE of a many-extent file, which holds the files' locks from
     start to end; buffered, O_DIRECT and mmap readers of the source must each
     issue and complete reads while it runs (on stock btrfs O_DIRECT waits)."""
-    blocks = 30000
+    blocks = 12000
     data = write_fragmented(fs / "src", blocks)
     ctx = multiprocessing.get_context("fork")
     stop, out = ctx.Event(), ctx.Queue()
