@@ -506,9 +506,13 @@ static int cmd_clone(int argc, char **argv)
 
 	/*
 	 * Write SRC's dirty data back now, while nothing is locked: a clone
-	 * flushes it anyway, but under the locks that readers wait for.
+	 * flushes it anyway, but under the locks that readers wait for. Not
+	 * fdatasync(): on btrfs it holds SRC's i_rwsem while it logs every
+	 * extent of the file, which stalled SRC's writers and direct readers
+	 * for seconds on a file of 100,000 extents.
 	 */
-	fdatasync(job.src_fd);
+	sync_file_range(job.src_fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
+			SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 	catch_signals();
 	job.progress = !quiet && isatty(STDERR_FILENO);
 	record_progress(&job, true);
