@@ -2,14 +2,17 @@
 """`make bench-clone`: the FICLONERANGE2 proposal's table, reproduced.
 
 Boots the stock and the pcshare kernel; each makes a btrfs file of
---extents one-block extents and clones it once per method while fio runs
-4 KiB random readers (buffered, O_DIRECT, mmap) and one writer on it:
-FICLONE, a 1 MiB FICLONERANGE loop, and (pcshare only) FICLONERANGE2 with
-10 ms and 100 ms budgets, all through `pcshare clone`. Writes
-results/clone.json (format in the README) and results/clone.png.
+--extents one-block extents, measures fio's 4 KiB random readers (buffered,
+O_DIRECT, mmap) and one writer on it with no clone (the baseline), then
+clones it --repeat times per method while the same jobs run: FICLONE, a
+1 MiB FICLONERANGE loop, and (pcshare only) FICLONERANGE2 with 10 ms and
+100 ms budgets, all through `pcshare clone`. Writes results/clone.json
+(format in the README), results/clone.md (the README's table) and
+results/clone.png.
 """
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +25,11 @@ STOCK_METHODS = ["ficlone", "ficlonerange_1m"]
 CLONE2_METHODS = ["ficlonerange2_10ms", "ficlonerange2_100ms"]
 
 
-def run_kernel(kernel, extents, out_dir):
+def run_kernel(kernel, extents, repeat, out_dir):
     methods = STOCK_METHODS + (CLONE2_METHODS if vm.has_clone2(kernel) else [])
     command = [sys.executable, "bench/clone_guest.py", "--device", "/dev/vda",
                "--extents", str(extents), "--methods", ",".join(methods),
+               "--repeat", str(repeat),
                "--json", "/run/pcshare/out/clone.json"]
     result = vm.run_vm(command, kernel=kernel, mem="3G", disks=["4G"], timeout=5400,
                        out_dir=out_dir)
@@ -34,14 +38,32 @@ def run_kernel(kernel, extents, out_dir):
     return json.loads((out_dir / "clone.json").read_text())
 
 
-def table(results):
-    kinds = ["buffered", "direct", "mmap", "writer"]
-    lines = [f"{'kernel':8} {'method':20} {'clone s':>8}"
-             + "".join(f" {k + ' max/p99.9 ms':>24}" for k in kinds)]
+KINDS = ["buffered", "direct", "mmap", "writer"]
+
+
+def groups(results):
+    """Runs by (kernel, method) in the order they ran, with each kernel's
+    no-clone baseline first."""
+    out = {}
+    for kernel, base in results.get("baseline", {}).items():
+        out[(kernel, "baseline")] = [{"clone_seconds": None, **base}]
     for r in results["runs"]:
-        lat = r["latency_ms"]
-        lines.append(f"{r['kernel']:8} {r['method']:20} {r['clone_seconds']:8.2f}"
-                     + "".join(f" {lat[k]['max']:>12.1f}/{lat[k]['p999']:<11.1f}" for k in kinds))
+        out.setdefault((r["kernel"], r["method"]), []).append(r)
+    return out
+
+
+def markdown(results):
+    """One row per kernel and method: the median clone time and, per job
+    kind, the worst max and worst p99.9 latency over the repeats."""
+    lines = ["| kernel | method | runs | clone s (median) | "
+             + " | ".join(f"{k} max / p99.9 ms" for k in KINDS) + " |",
+             "|---|---|---:|---:|" + "---:|" * len(KINDS)]
+    for (kernel, method), runs in groups(results).items():
+        times = [r["clone_seconds"] for r in runs if r["clone_seconds"] is not None]
+        clone = f"{statistics.median(times):.2f}" if times else "(no clone)"
+        cells = [f"{max(r['latency_ms'][k]['max'] for r in runs):.0f} / "
+                 f"{max(r['latency_ms'][k]['p999'] for r in runs):.0f}" for k in KINDS]
+        lines.append(f"| {kernel} | {method} | {len(runs)} | {clone} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -50,32 +72,37 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--extents", type=int, default=100000,
                     help="extents in the cloned file (default 100000)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each method per kernel (default 3)")
     ap.add_argument("--kernels", default="stock,pcshare")
     ap.add_argument("--out", default=str(TOP / "results/clone.json"))
     ap.add_argument("--plot", default=str(TOP / "results/clone.png"))
     args = ap.parse_args()
-    if args.extents < 1:
-        ap.error("--extents must be positive")
+    if args.extents < 1 or args.repeat < 1:
+        ap.error("--extents and --repeat must be positive")
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
         vm.build_kernel(kernel)
 
-    results = {"extents": None, "file_size": None, "runs": []}
+    results = {"extents": None, "file_size": None, "baseline": {}, "runs": []}
     for kernel in kernels:
         print(f"== {kernel}", flush=True)
-        got = run_kernel(kernel, args.extents, vm.CACHE / "bench-clone" / kernel)
+        got = run_kernel(kernel, args.extents, args.repeat, vm.CACHE / "bench-clone" / kernel)
         results["extents"] = results["extents"] or got["extents"]
         results["file_size"] = got["file_size"]
         if got["extents"] != results["extents"]:
             print(f"note: {kernel}'s file has {got['extents']} extents", flush=True)
             results.setdefault("extents_per_kernel", {})[kernel] = got["extents"]
+        results["baseline"][kernel] = got["baseline"]
         results["runs"] += [{"kernel": kernel, **run} for run in got["runs"]]
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results))
-    print(f"\nwritten: {out}")
+    table = out.with_suffix(".md")
+    table.write_text(markdown(results) + "\n")
+    print(markdown(results))
+    print(f"\nwritten: {out}, {table}")
     # matplotlib comes from Debian's python3-matplotlib (scripts/deps.sh).
     plot = subprocess.run(["/usr/bin/python3", str(TOP / "bench/plot_clone.py"), str(out),
                            args.plot])

@@ -24,6 +24,9 @@ METHODS = {
     "ficlonerange2_10ms": ["--method", "ficlonerange2", "--budget-ms", "10"],
     "ficlonerange2_100ms": ["--method", "ficlonerange2", "--budget-ms", "100"],
 }
+# The jobs alone, no clone: what the emulated guest's latency is without any
+# lock wait, to read the clone rows against.
+BASELINE_SECONDS = 10
 # Light, fixed rates: latency should show lock waits, not a CPU saturated
 # by the readers themselves (the guest is emulated).
 JOBS = {
@@ -82,38 +85,61 @@ def latencies(fio_json):
         clat = side["clat_ns"]
         pct = clat.get("percentile", {})
         p999 = next((v for k, v in pct.items() if k.startswith("99.9")), clat["max"])
+        # fio's percentiles are bucket bounds and can exceed the true max.
         out[job["jobname"]] = {"max": round(clat["max"] / 1e6, 3),
-                               "p999": round(p999 / 1e6, 3),
+                               "p999": round(min(p999, clat["max"]) / 1e6, 3),
                                "ios": side["total_ios"]}
     return out
 
 
-def run_method(mnt, method, size, lead):
+def commit_stats(device):
+    """btrfs's transaction commit counters; a long commit stalls everyone who
+    starts a transaction, so it is reported beside the latencies."""
+    path = fsutil.btrfs_sysfs_dir(device) / "commit_stats"
+    return dict((k, int(v)) for k, v in (line.split() for line in path.read_text().splitlines()))
+
+
+def run_method(mnt, device, method, size, lead):
     dst = mnt / "dst"
     if dst.exists():
         dst.unlink()
     os.sync()
     fsutil.drop_caches()
+    (fsutil.btrfs_sysfs_dir(device) / "commit_stats").write_text("0\n")  # resets the max
+    commits_before = commit_stats(device)["commits"]
     fio_json = mnt.parent / f"fio-{method}.json"
     fio = subprocess.Popen(fio_command(mnt / "src", size, fio_json),
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(lead)
-    res = subprocess.run([str(TOOL), "clone", "--quiet", "--json", *METHODS[method],
-                          str(mnt / "src"), str(dst)], capture_output=True, text=True)
+    if method == "baseline":
+        res = None
+        time.sleep(BASELINE_SECONDS)
+    else:
+        res = subprocess.run([str(TOOL), "clone", "--quiet", "--json", *METHODS[method],
+                              str(mnt / "src"), str(dst)], capture_output=True, text=True)
     time.sleep(0.5)
     fio.send_signal(signal.SIGINT)
     _, fio_err = fio.communicate(timeout=600)
-    if res.returncode:
+    if res and res.returncode:
         raise SystemExit(f"clone_guest: {method}: pcshare clone failed: {res.stderr.strip()}")
     # Stopped by SIGINT, fio exits 128 after writing a complete report.
     if fio.returncode not in (0, 128) or not fio_json.exists():
         raise SystemExit(f"clone_guest: fio failed ({fio.returncode}): {fio_err[-500:]}")
-    summary = json.loads(res.stdout)
     lat = latencies(fio_json)
-    log(f"{method}: {summary['seconds']:.2f} s, {summary['calls']} calls; "
+    stats = commit_stats(device)
+    commits = {"count": stats["commits"] - commits_before, "max_ms": stats["max_commit_ms"]}
+    if res is None:
+        log("baseline (no clone): " + ", ".join(f"{k} max {v['max']:.0f} ms"
+                                                for k, v in lat.items()))
+        return {"latency_ms": lat, "commits": commits}
+    summary = json.loads(res.stdout)
+    log(f"{method}: {summary['seconds']:.2f} s, {summary['calls']} calls, "
+        f"longest {summary['longest_call_ms']:.0f} ms, {commits['count']} commits "
+        f"(longest {commits['max_ms']} ms); "
         + ", ".join(f"{k} max {v['max']:.0f} ms" for k, v in lat.items()))
     return {"method": method, "clone_seconds": round(summary["seconds"], 3),
-            "calls": summary["calls"], "latency_ms": lat}
+            "calls": summary["calls"], "longest_call_ms": summary["longest_call_ms"],
+            "commits": commits, "latency_ms": lat}
 
 
 def main():
@@ -123,6 +149,7 @@ def main():
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--lead", type=float, default=2.0,
                     help="seconds the fio jobs run before the clone starts")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each method")
     ap.add_argument("--json", required=True, help="where to write the results")
     args = ap.parse_args()
 
@@ -134,9 +161,12 @@ def main():
         extents = count_extents(mnt / "src")
         size = os.path.getsize(mnt / "src")
         log(f"{extents} extents, {size} bytes")
-        runs = [run_method(mnt, m, size, args.lead) for m in args.methods.split(",") if m]
+        baseline = run_method(mnt, args.device, "baseline", size, args.lead)
+        runs = [run_method(mnt, args.device, m, size, args.lead)
+                for _ in range(args.repeat) for m in args.methods.split(",") if m]
     Path(args.json).write_text(json.dumps({"extents": extents, "file_size": size,
-                                           "runs": runs}, indent=2) + "\n")
+                                           "baseline": baseline, "runs": runs},
+                                          indent=2) + "\n")
 
 
 if __name__ == "__main__":
