@@ -20,6 +20,7 @@ from pathlib import Path
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "scripts"))
 import vm  # noqa: E402
+from clone_results import KINDS, groups  # noqa: E402
 
 STOCK_METHODS = ["ficlone", "ficlonerange_1m"]
 CLONE2_METHODS = ["ficlonerange2_10ms", "ficlonerange2_100ms"]
@@ -36,20 +37,6 @@ def run_kernel(kernel, extents, repeat, out_dir):
     if not result.ok:
         raise SystemExit(f"bench-clone: {kernel} guest failed: {result.summary()}")
     return json.loads((out_dir / "clone.json").read_text())
-
-
-KINDS = ["buffered", "direct", "mmap", "writer"]
-
-
-def groups(results):
-    """Runs by (kernel, method) in the order they ran, with each kernel's
-    no-clone baseline first."""
-    out = {}
-    for kernel, base in results.get("baseline", {}).items():
-        out[(kernel, "baseline")] = [{"clone_seconds": None, **base}]
-    for r in results["runs"]:
-        out.setdefault((r["kernel"], r["method"]), []).append(r)
-    return out
 
 
 def markdown(results):
@@ -100,8 +87,9 @@ def main():
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     table = out.with_suffix(".md")
-    table.write_text(markdown(results) + "\n")
-    print(markdown(results))
+    text = markdown(results)
+    table.write_text(text + "\n")
+    print(text)
     print(f"\nwritten: {out}, {table}")
     # matplotlib comes from Debian's python3-matplotlib (scripts/deps.sh).
     plot = subprocess.run(["/usr/bin/python3", str(TOP / "bench/plot_clone.py"), str(out),

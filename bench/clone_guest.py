@@ -92,10 +92,10 @@ def latencies(fio_json):
     return out
 
 
-def commit_stats(device):
-    """btrfs's transaction commit counters; a long commit stalls everyone who
-    starts a transaction, so it is reported beside the latencies."""
-    path = fsutil.btrfs_sysfs_dir(device) / "commit_stats"
+def commit_stats(path):
+    """btrfs's transaction commit counters (sysfs commit_stats at path); a
+    long commit stalls everyone who starts a transaction, so it is reported
+    beside the latencies."""
     return dict((k, int(v)) for k, v in (line.split() for line in path.read_text().splitlines()))
 
 
@@ -105,8 +105,9 @@ def run_method(mnt, device, method, size, lead):
         dst.unlink()
     os.sync()
     fsutil.drop_caches()
-    (fsutil.btrfs_sysfs_dir(device) / "commit_stats").write_text("0\n")  # resets the max
-    commits_before = commit_stats(device)["commits"]
+    stats_path = fsutil.btrfs_sysfs_dir(device) / "commit_stats"
+    stats_path.write_text("0\n")  # resets the max
+    commits_before = commit_stats(stats_path)["commits"]
     fio_json = mnt.parent / f"fio-{method}.json"
     fio = subprocess.Popen(fio_command(mnt / "src", size, fio_json),
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -126,7 +127,7 @@ def run_method(mnt, device, method, size, lead):
     if fio.returncode not in (0, 128) or not fio_json.exists():
         raise SystemExit(f"clone_guest: fio failed ({fio.returncode}): {fio_err[-500:]}")
     lat = latencies(fio_json)
-    stats = commit_stats(device)
+    stats = commit_stats(stats_path)
     commits = {"count": stats["commits"] - commits_before, "max_ms": stats["max_commit_ms"]}
     if res is None:
         log("baseline (no clone): " + ", ".join(f"{k} max {v['max']:.0f} ms"
