@@ -18,9 +18,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "shared_cache: needs the pcshare kernel's shared extent cache")
     config.addinivalue_line("markers", "clone2: needs the pcshare kernel's FICLONERANGE2 and "
                             "btrfs clone locking")
+    config.addinivalue_line("markers", "xfs: runs on XFS (set by the fixtures, or by hand)")
     if not os.environ.get("PCSHARE_DISKS"):
         raise pytest.UsageError("guest suites run inside a pcshare VM with a scratch disk "
                                 "(scripts/vm.py --disk SIZE); PCSHARE_DISKS is not set")
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every case that gets an XFS from a fixture, so runs can select
+    by filesystem with -m instead of by test name."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if "xfs" in item.fixturenames or (params and params.params.get("fs") == "xfs"):
+            item.add_marker(pytest.mark.xfs)
 
 
 @pytest.fixture

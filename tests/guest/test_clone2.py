@@ -218,6 +218,7 @@ def test_sa_restart_restarts_the_call_transparently(fs):
     assert sha256_file(fs / "dst") == sha256(data)
 
 
+@pytest.mark.xfs
 def test_xfs_enospc_part_way_keeps_the_cursor_true(scratch_dev, tmp_path):
     """A small XFS with only 256 KiB free: the destination's block map needs
     new blocks as the fragmented source is cloned in, and they run out part
