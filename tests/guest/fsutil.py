@@ -43,15 +43,16 @@ _libc = ctypes.CDLL(None, use_errno=True)
 class CloneRange2:
     """struct file_clone_range2; call() issues FICLONERANGE2 and, like the
     kernel, leaves the written-back cursor in the object even on errors."""
-    FORMAT = "=qQQQQQQQ4Q"
+    FORMAT = "=qQQQQQQQQ3Q"
 
     def __init__(self, src_fd, src_offset=0, src_length=0, dest_offset=0, flags=0,
-                 budget_ms=0, chunk_size=0, done=0, reserved=(0, 0, 0, 0)):
+                 budget_ms=0, chunk_size=0, done=0, next_chunk=0, reserved=(0, 0, 0)):
         self.fields = [src_fd, src_offset, src_length, dest_offset, flags, budget_ms,
-                       chunk_size, done, *reserved]
+                       chunk_size, done, next_chunk, *reserved]
 
     src_length = property(lambda self: self.fields[2])
     done = property(lambda self: self.fields[7])
+    next_chunk = property(lambda self: self.fields[8])
 
     def call(self, dst_fd):
         """One ioctl through libc, so EINTR reaches the caller instead of

@@ -84,6 +84,27 @@ def test_budget_expiry_returns_partial_progress_then_completes(fs):
     assert sha256_file(fs / "dst") == sha256(data)
 
 
+def test_adapted_chunk_is_written_back_and_carried_on(fs):
+    data = write_fragmented(fs / "src", 4000)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+        args = CloneRange2(s.fileno(), budget_ms=1)
+        assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
+        # The first chunk is the kernel's default (1 MiB); what it learned
+        # from timing that chunk comes back block-aligned.
+        assert args.done == MiB
+        learned = args.next_chunk
+        assert learned > 0 and learned % BS == 0
+        # A continuing call starts from the size it is given, not from
+        # 1 MiB again: the first 1 MiB chunk alone outran the budget.
+        args.fields[8] = 3 * BS
+        assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
+        assert MiB + 3 * BS <= args.done < 2 * MiB
+        while args.call(d.fileno()):
+            assert args.next_chunk % BS == 0
+    assert args.done == len(data)
+    assert sha256_file(fs / "dst") == sha256(data)
+
+
 def test_eof_length_is_resolved_once(fs):
     data = write_fragmented(fs / "src", 2000)
     with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
@@ -116,10 +137,11 @@ def test_zero_length_at_and_past_eof(fs):
 
 @pytest.mark.parametrize("case, kwargs", [
     ("flags", dict(flags=1)),
-    ("reserved", dict(reserved=(0, 0, 7, 0))),
+    ("reserved", dict(reserved=(0, 7, 0))),
     ("misaligned src", dict(src_offset=512, src_length=BS)),
     ("misaligned dest", dict(dest_offset=100, src_length=BS)),
     ("misaligned chunk", dict(chunk_size=BS + 1)),
+    ("misaligned next chunk", dict(next_chunk=BS + 1)),
     ("past eof", dict(src_length=2 * MiB)),
     ("unaligned middle", dict(src_length=BS + 1)),
     ("cursor past length", dict(src_length=BS, done=2 * BS)),

@@ -17,9 +17,10 @@ struct file_clone_range2 {
 	__u64 dest_offset;
 	__u64 flags;		/* must be 0 */
 	__u64 budget_ms;	/* return FICLONERANGE2_PARTIAL after this; 0: none */
-	__u64 chunk_size;	/* 0: kernel adapts chunks to ~10 ms each */
+	__u64 chunk_size;	/* 0: kernel adapts the chunk size */
 	__u64 done;		/* in/out cursor: bytes cloned */
-	__u64 reserved[4];	/* must be 0 */
+	__u64 next_chunk;	/* in/out: adapted chunk size; 0 at first */
+	__u64 reserved[3];	/* must be 0 */
 };
 
 #define FICLONERANGE2_PARTIAL	1
