@@ -59,8 +59,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--extents", type=int, default=100000,
                     help="extents in the cloned file (default 100000)")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of each method per kernel (default 3)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="runs of each method per kernel (default 5)")
     ap.add_argument("--kernels", default="stock,pcshare")
     ap.add_argument("--out", default=str(TOP / "results/clone.json"))
     ap.add_argument("--plot", default=str(TOP / "results/clone.png"))
