@@ -52,7 +52,14 @@ class CloneRange2:
 
     src_length = property(lambda self: self.fields[2])
     done = property(lambda self: self.fields[7])
-    next_chunk = property(lambda self: self.fields[8])
+
+    @property
+    def next_chunk(self):
+        return self.fields[8]
+
+    @next_chunk.setter
+    def next_chunk(self, value):
+        self.fields[8] = value
 
     def call(self, dst_fd):
         """One ioctl through libc, so EINTR reaches the caller instead of

@@ -96,7 +96,7 @@ def test_adapted_chunk_is_written_back_and_carried_on(fs):
         assert learned > 0 and learned % BS == 0
         # A continuing call starts from the size it is given, not from
         # 1 MiB again: the first 1 MiB chunk alone outran the budget.
-        args.fields[8] = 3 * BS
+        args.next_chunk = 3 * BS
         assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
         assert MiB + 3 * BS <= args.done < 2 * MiB
         while args.call(d.fileno()):
