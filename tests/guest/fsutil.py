@@ -267,3 +267,49 @@ def bench_arg_parser(description):
     ap.add_argument("--mount-options", default="")
     ap.add_argument("--json", required=True, help="output file")
     return ap
+
+
+# include/uapi/linux/falloc.h
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+def fallocate(fd, mode, offset, length):
+    """fallocate(2) with a mode (os.posix_fallocate has none)."""
+    ret = _libc.fallocate(fd, mode, ctypes.c_int64(offset), ctypes.c_int64(length))
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def btrfs_device_stats(mountpoint):
+    """`btrfs device stats` of a mounted btrfs: {"[/dev/vda].write_io_errs": 0, ...}."""
+    stats = {}
+    for line in run("btrfs", "device", "stats", str(mountpoint)).splitlines():
+        key, _, value = line.rpartition(" ")
+        if key.strip():
+            stats[key.strip()] = int(value)
+    return stats
+
+
+class KernelLog:
+    """The kernel log from now on: read() returns the messages logged since
+    the last call (or since the object was made), one string each."""
+
+    def __init__(self):
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+
+    def read(self):
+        messages = []
+        while True:
+            try:
+                record = os.read(self.fd, 8192)
+            except BlockingIOError:
+                return messages
+            except BrokenPipeError:  # records overwritten before we read them
+                continue
+            messages.append(record.decode(errors="replace").partition(";")[2].split("\n")[0])
+
+    def close(self):
+        os.close(self.fd)
