@@ -4,6 +4,7 @@
  * shared extent cache's counters. See pcshare(1).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -18,7 +19,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
@@ -27,63 +30,123 @@
 
 #include "ficlonerange2.h"
 
-/* Exit codes, documented in pcshare(1). */
+#ifndef PCSHARE_VERSION
+#define PCSHARE_VERSION "unknown"
+#endif
+
+#ifndef FS_IOC_GETFSUUID	/* Linux 6.5; older headers lack it */
+struct fsuuid2 {
+	__u8 len;
+	__u8 uuid[16];
+};
+#define FS_IOC_GETFSUUID _IOR(0x15, 0, struct fsuuid2)
+#endif
+
+/* Exit codes, documented in pcshare(1) and usage(). */
 enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,		/* I/O error, missing file, anything else */
-	EXIT_USAGE = 2,		/* bad arguments, misaligned or invalid range */
+	EXIT_USAGE = 2,		/* bad arguments, invalid range, not a regular file */
 	EXIT_NOTSUP = 3,	/* no reflink here: other filesystems, no support, no cache */
 	EXIT_NOSPACE = 4,	/* ENOSPC or EDQUOT part way; --resume continues */
-	EXIT_INTERRUPTED = 130,	/* SIGINT/SIGTERM; --resume continues */
+	EXIT_BUSY = 5,		/* another pcshare clone is writing DST */
+	/* 128 + N: interrupted by signal N; --resume continues */
 };
 
 #define RESUME_XATTR "user.pcshare.clone"
+#define RECORD_VERSION 2
 #define DEFAULT_BUDGET_MS 100
 #define MIB (1024ULL * 1024)
 
 static const char *prog = "pcshare";
 static volatile sig_atomic_t stop_signal;
+static char error_msg[3 * PATH_MAX];	/* the first error, for --json */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: pcshare clone SRC DST [--offset N] [--length N] [--dest-offset N]\n"
-"                     [--budget-ms N] [--chunk N] [--method M] [--resume]\n"
-"                     [--quiet] [--json]\n"
-"       pcshare stat MOUNTPOINT [--json]\n"
-"       pcshare --help | --version\n"
+"                     [--budget-ms MS] [--chunk N] [--method M] [--resume]\n"
+"                     [-q|--quiet] [--json]\n"
+"       pcshare stat PATH [--json]\n"
+"       pcshare -h|--help | -V|--version\n"
 "\n"
 "clone  reflink SRC (or a range of it) into DST in short steps, so that\n"
 "       readers and writers of both files never wait long. Uses FICLONERANGE2\n"
 "       where the kernel has it, else a FICLONERANGE loop whose chunk adapts\n"
-"       to the budget. Sizes take K, M, G, T suffixes (powers of 1024).\n"
+"       to the budget. A DST that is a directory means DST/basename(SRC).\n"
+"       Sizes are digits with an optional K, M, G or T (or KiB, MiB, GiB,\n"
+"       TiB) suffix, powers of 1024.\n"
 "  --offset N       start in SRC (default 0)\n"
-"  --length N       bytes to clone (default: to SRC's end)\n"
+"  --length N       bytes to clone (default or 0: to SRC's end)\n"
 "  --dest-offset N  start in DST (default: same as --offset)\n"
-"  --budget-ms N    longest time one kernel call may hold the files (default %d;\n"
+"  --budget-ms MS   longest time one kernel call may hold the files (default %d;\n"
 "                   0: clone in one call, like cp --reflink)\n"
-"  --chunk N        fixed chunk size instead of an adaptive one\n"
+"  --chunk N        fixed chunk size, a multiple of the block size (0: adaptive)\n"
 "  --method M       auto (default), ficlonerange2, ficlonerange or ficlone\n"
 "  --resume         continue the interrupted clone recorded on DST\n"
-"  --quiet          no progress bar\n"
-"  --json           print a JSON summary on stdout\n"
+"  -q, --quiet      no progress bar\n"
+"  --json           print one JSON object on stdout, also on errors\n"
 "\n"
-"stat   the shared extent cache counters of a btrfs mount\n"
+"stat   the shared extent cache counters of the btrfs mount PATH is on\n"
 "\n"
-"exit: 0 done, 1 failed, 2 usage or invalid range, 3 reflink or cache not\n"
-"available there, 4 out of space, 130 interrupted (DST can be resumed).\n",
+"exit: 0 done, 1 failed, 2 usage, invalid range or not a regular file,\n"
+"3 reflink or cache not available there, 4 out of space (DST can be resumed),\n"
+"5 another pcshare clone is writing DST, 128+N killed by signal N (130 SIGINT,\n"
+"143 SIGTERM; DST can be resumed). A refused clone leaves DST as it was.\n",
 		DEFAULT_BUDGET_MS);
+}
+
+static void verr(const char *fmt, va_list ap)
+{
+	char msg[sizeof(error_msg)];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "%s: %s\n", prog, msg);
+	if (!error_msg[0])
+		snprintf(error_msg, sizeof(error_msg), "%s", msg);
 }
 
 static void err(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verr(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+}
+
+/* One line on what is wrong, one on where to look: not the whole help. */
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verr(fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "try '%s --help'\n", prog);
+	return EXIT_USAGE;
+}
+
+/* getopt's own messages would miss --json's "error"; say it ourselves. */
+static int bad_option(char **argv, int c)
+{
+	if (c == ':')
+		return usage_error("option '%s' needs a value", argv[optind - 1]);
+	if (optopt)
+		return usage_error("unknown option '-%c'", optopt);
+	return usage_error("unknown option '%s'", argv[optind - 1]);
+}
+
+/* Seen before parsing, so that even a usage error is reported as JSON. */
+static bool wants_json(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--json"))
+			return true;
+	return false;
 }
 
 static double now(void)
@@ -94,29 +157,32 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int parse_size(const char *s, uint64_t *out)
+/*
+ * Digits and, if suffix, one of K M G T, optionally followed by "iB":
+ * strtoull() alone would take " -1" and "+4096" too.
+ */
+static int parse_size(const char *s, uint64_t *out, bool suffix)
 {
-	char *end;
+	static const char units[] = "KMGT";
+	const char *u;
 	unsigned long long v;
+	char *end;
 	int shift = 0;
 
+	if (!isdigit((unsigned char)*s))
+		return -1;
 	errno = 0;
-	if (*s == '-' || !*s)
-		return -1;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (errno)
 		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (*end == 'i' && end[1] == 'B')
-		end += 2;
-	else if (*end == 'B' && shift)
+	u = suffix && *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	if (u) {
+		shift = 10 * (u - units + 1);
 		end++;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		if (!strcmp(end, "iB"))
+			end += 2;
+	}
+	if (*end || v > UINT64_MAX >> shift)
 		return -1;
 	*out = (uint64_t)v << shift;
 	return 0;
@@ -136,6 +202,73 @@ static const char *human(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+/* Length of the UTF-8 sequence at p, 0 if it is none: JSON must be UTF-8. */
+static int utf8_len(const unsigned char *p)
+{
+	int n, i;
+
+	if (*p < 0x80)
+		return 1;
+	if (*p >= 0xc2 && *p <= 0xdf)
+		n = 2;
+	else if (*p >= 0xe0 && *p <= 0xef)
+		n = 3;
+	else if (*p >= 0xf0 && *p <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	for (i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	/* Overlong forms, surrogates, beyond U+10FFFF. */
+	if ((*p == 0xe0 && p[1] < 0xa0) || (*p == 0xed && p[1] > 0x9f) ||
+	    (*p == 0xf0 && p[1] < 0x90) || (*p == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+/* A file name as a JSON string; bytes that are not UTF-8 become U+FFFD. */
+static void json_str(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	int n;
+
+	if (!s) {
+		fputs("null", stdout);
+		return;
+	}
+	putchar('"');
+	for (; *p; p += n) {
+		n = utf8_len(p);
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			printf("\\u%04x", *p);
+		else if (!n)
+			fputs("\\ufffd", stdout);
+		else
+			fwrite(p, 1, n, stdout);
+		if (!n)
+			n = 1;
+	}
+	putchar('"');
+}
+
+/* Every JSON object starts alike, so a script can always read these. */
+static void json_begin(int rc)
+{
+	fputs("{\"version\": ", stdout);
+	json_str(PCSHARE_VERSION);
+	printf(", \"exit_status\": %d, \"error\": ", rc);
+	json_str(rc ? error_msg : NULL);
+}
+
+static void json_field(const char *key, const char *val)
+{
+	printf(", \"%s\": ", key);
+	json_str(val);
+}
+
 static void on_signal(int sig)
 {
 	stop_signal = sig;
@@ -147,48 +280,86 @@ static void catch_signals(void)
 	struct sigaction sa = { .sa_handler = on_signal };
 
 	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 }
 
 struct clone_job {
-	const char *src_path, *dst_path;
+	const char *src_path;
+	char dst_path[PATH_MAX];	/* DST, or DST/basename(SRC) */
 	int src_fd, dst_fd;
-	dev_t src_dev;
-	ino_t src_ino;
-	uint64_t src_offset, length, dest_offset, done;
+	struct stat src_st;
+	char src_file[96];	/* filesystem, inode, generation: which file */
+	char src_state[64];	/* size and ctime: has it changed since */
+	uint64_t src_offset, length, dest_offset;
+	uint64_t done;		/* of the range, also by earlier runs */
+	uint64_t done_before;	/* what --resume started from */
+	uint64_t tail;		/* cloned first, see clone_tail_first() */
 	uint64_t chunk;		/* fixed chunk, 0 = adaptive */
 	uint64_t budget_ms;
-	uint64_t block;		/* alignment of the loop's chunks */
+	uint64_t block;		/* alignment of offsets and chunks */
 	const char *method;	/* what actually ran */
 	unsigned long calls;
 	double longest_call;	/* seconds */
-	bool progress;
-	double last_record;
+	double start, last_record, last_shown;
+	bool resume, same_file, created, started, progress;
 };
+
+/*
+ * Name SRC in a way that survives a remount or reboot, unlike st_dev. XFS's
+ * f_fsid is its device number, so ask for the UUID; btrfs's f_fsid is its
+ * UUID mixed with the subvolume id, which its inode numbers need, as they
+ * repeat across subvolumes. The generation tells a reused inode number.
+ */
+static void identify_src(struct clone_job *job)
+{
+	struct fsuuid2 u = { 0 };
+	struct statfs sfs = { 0 };
+	unsigned int gen = 0;
+	char fsid[2 * sizeof(u.uuid) + 1];
+	int i;
+
+	fstatfs(job->src_fd, &sfs);
+	if (sfs.f_type != BTRFS_SUPER_MAGIC &&
+	    ioctl(job->src_fd, FS_IOC_GETFSUUID, &u) == 0 && u.len &&
+	    u.len <= sizeof(u.uuid)) {
+		for (i = 0; i < u.len; i++)
+			sprintf(fsid + 2 * i, "%02x", u.uuid[i]);
+	} else {
+		snprintf(fsid, sizeof(fsid), "%08x%08x", (unsigned int)sfs.f_fsid.__val[0],
+			 (unsigned int)sfs.f_fsid.__val[1]);
+	}
+	ioctl(job->src_fd, FS_IOC_GETVERSION, &gen);
+	snprintf(job->src_file, sizeof(job->src_file), "%s:%ju:%u", fsid,
+		 (uintmax_t)job->src_st.st_ino, gen);
+	snprintf(job->src_state, sizeof(job->src_state), "%jd@%jd.%09ld",
+		 (intmax_t)job->src_st.st_size, (intmax_t)job->src_st.st_ctim.tv_sec,
+		 job->src_st.st_ctim.tv_nsec);
+}
 
 static void record_progress(struct clone_job *job, bool force)
 {
 	char val[256];
 	double t = now();
 
-	if (!force && t - job->last_record < 1.0)
+	/* One file: the record would sit on SRC, and rerunning is as good. */
+	if (job->same_file || (!force && job->last_record && t - job->last_record < 1.0))
 		return;
 	job->last_record = t;
-	snprintf(val, sizeof(val), "1 %ju %ju %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
-		 (uintmax_t)job->src_dev, (uintmax_t)job->src_ino, job->src_offset,
-		 job->length, job->dest_offset, job->done);
+	snprintf(val, sizeof(val), "%d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s",
+		 RECORD_VERSION, job->src_offset, job->length, job->dest_offset, job->done,
+		 job->src_file, job->src_state);
 	/* Best effort: without xattrs only --resume is lost, not the clone. */
 	fsetxattr(job->dst_fd, RESUME_XATTR, val, strlen(val), 0);
 }
 
 static int load_progress(struct clone_job *job)
 {
-	char val[256];
-	uintmax_t dev, ino;
+	char val[256], file[sizeof(job->src_file)], state[sizeof(job->src_state)];
 	uint64_t off, len, doff, done;
+	int ver, end = 0;
 	ssize_t n;
-	int ver;
 
 	n = fgetxattr(job->dst_fd, RESUME_XATTR, val, sizeof(val) - 1);
 	if (n < 0) {
@@ -197,14 +368,21 @@ static int load_progress(struct clone_job *job)
 		return EXIT_FAIL;
 	}
 	val[n] = 0;
-	if (sscanf(val, "%d %ju %ju %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
-		   &ver, &dev, &ino, &off, &len, &doff, &done) != 7 || ver != 1) {
-		err("%s: unreadable resume record '%s'", job->dst_path, val);
+	if (sscanf(val, "%d %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %95s %63s%n",
+		   &ver, &off, &len, &doff, &done, file, state, &end) != 7 || val[end] ||
+	    ver != RECORD_VERSION || done > len) {
+		err("%s: unreadable resume record '%s' (from another pcshare version?); "
+		    "clone again without --resume", job->dst_path, val);
 		return EXIT_FAIL;
 	}
-	if (dev != job->src_dev || ino != job->src_ino) {
+	if (strcmp(file, job->src_file)) {
 		err("%s: the interrupted clone came from another file than %s",
 		    job->dst_path, job->src_path);
+		return EXIT_USAGE;
+	}
+	if (strcmp(state, job->src_state)) {
+		err("%s: %s changed since the clone was interrupted (size or ctime); "
+		    "clone again without --resume", job->dst_path, job->src_path);
 		return EXIT_USAGE;
 	}
 	job->src_offset = off;
@@ -214,33 +392,83 @@ static int load_progress(struct clone_job *job)
 	return EXIT_OK;
 }
 
+static void format_eta(char *buf, size_t len, double rate, uint64_t left)
+{
+	unsigned long s;
+
+	if (rate <= 0) {
+		snprintf(buf, len, " ETA --:--");
+		return;
+	}
+	s = left / rate;
+	if (s >= 3600)
+		snprintf(buf, len, " ETA %lu:%02lu:%02lu", s / 3600, s / 60 % 60, s % 60);
+	else
+		snprintf(buf, len, " ETA %lu:%02lu", s / 60, s % 60);
+}
+
+/*
+ * One line, redrawn in place and cleared to its end, so that a shorter
+ * line leaves nothing behind. It stays a column short of the terminal's
+ * width, read each time as the window may change, so that it never wraps:
+ * the bar's width depends on that alone, so it does not jump as the
+ * numbers change, and the numbers that do not fit are left out, least
+ * useful first.
+ */
 static void show_progress(struct clone_job *job, bool final)
 {
-	char a[32], b[32];
-	int width = 30, fill;
-	double frac = job->length ? (double)job->done / job->length : 1.0;
+	static const char hashes[] = "########################################";
+	char field[4][48], a[32], b[32], r[32];
+	double t = now(), frac, rate;
+	struct winsize ws;
+	int cols = 80, bar, used = 0, i, n;
 
-	if (!job->progress)
+	if (!job->progress || (!final && t - job->last_shown < 0.1))
 		return;
-	fill = frac * width;
-	fprintf(stderr, "\r[%.*s%*s] %5.1f%% %s / %s", fill,
-		"##############################", width - fill, "", frac * 100,
-		human(job->done, a, sizeof(a)), human(job->length, b, sizeof(b)));
-	if (final)
-		fputc('\n', stderr);
+	job->last_shown = t;
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col)
+		cols = ws.ws_col;
+	frac = job->length ? (double)job->done / job->length : 1.0;
+	rate = t > job->start ? (job->done - job->done_before) / (t - job->start) : 0;
+	snprintf(field[0], sizeof(field[0]), "%5.1f%%", frac * 100);
+	snprintf(field[1], sizeof(field[1]), " %s / %s", human(job->done, a, sizeof(a)),
+		 human(job->length, b, sizeof(b)));
+	snprintf(field[2], sizeof(field[2]), " %s/s", human(rate, r, sizeof(r)));
+	format_eta(field[3], sizeof(field[3]), rate, job->length - job->done);
+
+	/* 56: the widest the fields get, "100.0% 1023.9 GiB / ... ETA 99:59:59". */
+	bar = cols - 1 - 3 - 56;
+	if (bar > (int)sizeof(hashes) - 1)
+		bar = sizeof(hashes) - 1;
+	fputc('\r', stderr);
+	if (bar >= 10) {
+		n = frac * bar;
+		used = fprintf(stderr, "[%.*s%*s] ", n, hashes, bar - n, "");
+	}
+	for (i = 0; i < 4 && used + (int)strlen(field[i]) < cols; i++)
+		used += fprintf(stderr, "%s", field[i]);
+	fprintf(stderr, "\033[K%s", final ? "\n" : "");
 	fflush(stderr);
 }
 
 /* Turn a clone errno into a message that names the files and an exit code. */
 static int clone_failed(struct clone_job *job, int e)
 {
-	char a[32], b[32];
+	char a[32], b[32], again[128] = "run again with --resume";
+	int rc = EXIT_FAIL;
 
-	if (job->progress)
+	/* Once the file grew, the same command would mean another range. */
+	if (job->same_file)
+		snprintf(again, sizeof(again), "run again with --offset %" PRIu64 " --length %"
+			 PRIu64 " --dest-offset %" PRIu64, job->src_offset, job->length,
+			 job->dest_offset);
+	if (job->last_shown)
 		fputc('\n', stderr);
+	human(job->done, a, sizeof(a));
+	human(job->length, b, sizeof(b));
 	switch (e) {
 	case EXDEV:
-		err("%s and %s are on different filesystems: a reflink needs both on one",
+		err("%s and %s are on different filesystems or mounts: a reflink needs both on one",
 		    job->src_path, job->dst_path);
 		return EXIT_NOTSUP;
 	case EOPNOTSUPP:
@@ -248,28 +476,31 @@ static int clone_failed(struct clone_job *job, int e)
 		err("%s: this filesystem cannot reflink (no FICLONE support)", job->dst_path);
 		return EXIT_NOTSUP;
 	case EINVAL:
-		err("%s -> %s: invalid range: offsets must be multiples of the block size (%" PRIu64
-		    "), the range must lie within the source and, in one file, not overlap",
-		    job->src_path, job->dst_path, job->block);
-		return EXIT_USAGE;
+		if (job->started)
+			break;
+		err("%s -> %s: the filesystem refuses to clone between these two files (%s)",
+		    job->src_path, job->dst_path, strerror(e));
+		return EXIT_NOTSUP;
 	case ENOSPC:
 	case EDQUOT:
-		record_progress(job, true);
-		err("%s: %s after %s of %s; free some space and run again with --resume",
-		    job->dst_path, strerror(e), human(job->done, a, sizeof(a)),
-		    human(job->length, b, sizeof(b)));
-		return EXIT_NOSPACE;
+		err("%s: %s after %s of %s; free some space and %s", job->dst_path,
+		    strerror(e), a, b, again);
+		rc = EXIT_NOSPACE;
+		break;
 	case EINTR:
-		record_progress(job, true);
-		err("%s: interrupted after %s of %s; run again with --resume to finish",
-		    job->dst_path, human(job->done, a, sizeof(a)),
-		    human(job->length, b, sizeof(b)));
-		return EXIT_INTERRUPTED;
-	default:
-		record_progress(job, true);
-		err("%s -> %s: clone failed: %s", job->src_path, job->dst_path, strerror(e));
-		return EXIT_FAIL;
+		err("%s: interrupted after %s of %s; %s to finish", job->dst_path, a, b, again);
+		rc = 128 + (stop_signal ? stop_signal : SIGINT);
+		break;
 	}
+	if (rc == EXIT_FAIL && !job->started)
+		err("%s -> %s: cannot clone: %s", job->src_path, job->dst_path, strerror(e));
+	else if (rc == EXIT_FAIL)
+		err("%s -> %s: clone failed after %s of %s: %s", job->src_path, job->dst_path,
+		    a, b, strerror(e));
+	/* A record where nothing was cloned would only make --resume fail alike. */
+	if (job->started && (job->done || rc != EXIT_FAIL))
+		record_progress(job, true);
+	return rc;
 }
 
 static void note_call(struct clone_job *job, double took)
@@ -279,7 +510,30 @@ static void note_call(struct clone_job *job, double took)
 		job->longest_call = took;
 }
 
-/* 1: the kernel has no FICLONERANGE2; 0: done; else an errno. */
+/*
+ * A clone of nothing, from SRC's EOF: the kernel checks the two files as
+ * for any clone (one mount, reflink support, read-only, immutable, btrfs
+ * checksums alike) and then changes nothing. So DST is left alone when
+ * the clone could never work.
+ */
+static int probe_clone(struct clone_job *job)
+{
+	struct file_clone_range r = {
+		.src_fd = job->src_fd,
+		.src_offset = job->src_st.st_size,
+	};
+
+	return ioctl(job->dst_fd, FICLONERANGE, &r) < 0 ? errno : 0;
+}
+
+/* Invalid flags: the pcshare kernel checks them first and says EINVAL. */
+static bool have_ficlonerange2(struct clone_job *job)
+{
+	struct file_clone_range2 args = { .src_fd = job->src_fd, .flags = 1ULL << 63 };
+
+	return ioctl(job->dst_fd, FICLONERANGE2, &args) < 0 && errno == EINVAL;
+}
+
 static int clone_ficlonerange2(struct clone_job *job)
 {
 	struct file_clone_range2 args = {
@@ -292,6 +546,7 @@ static int clone_ficlonerange2(struct clone_job *job)
 		.done = job->done,
 	};
 
+	job->method = "ficlonerange2";
 	for (;;) {
 		double t = now();
 		int ret = ioctl(job->dst_fd, FICLONERANGE2, &args);
@@ -299,9 +554,6 @@ static int clone_ficlonerange2(struct clone_job *job)
 
 		note_call(job, now() - t);
 		job->done = args.done;
-		if (ret < 0 && (e == ENOTTY || e == ENOSYS) && job->calls == 1)
-			return 1;
-		job->method = "ficlonerange2";
 		if (ret < 0)
 			return e;
 		record_progress(job, false);
@@ -316,7 +568,7 @@ static int clone_ficlonerange2(struct clone_job *job)
 /*
  * The stock-kernel way: FICLONERANGE calls over chunks, each holding the
  * files' locks for its whole length, so the chunk is sized to take about
- * the budget.
+ * half the budget.
  */
 static int clone_ficlonerange(struct clone_job *job)
 {
@@ -375,7 +627,7 @@ static int clone_ficlone(struct clone_job *job)
 	job->method = "ficlone";
 	/* FICLONE proper when it is the whole file, else one FICLONERANGE. */
 	if (job->src_offset == 0 && job->dest_offset == 0 && job->done == 0 &&
-	    job->length == (uint64_t)lseek(job->src_fd, 0, SEEK_END))
+	    job->length == (uint64_t)job->src_st.st_size)
 		ret = ioctl(job->dst_fd, FICLONE, job->src_fd);
 	else
 		ret = ioctl(job->dst_fd, FICLONERANGE, &r);
@@ -386,7 +638,201 @@ static int clone_ficlone(struct clone_job *job)
 	return 0;
 }
 
-static int cmd_clone(int argc, char **argv)
+/*
+ * Within one file the clone grows the file past SRC's partial last block,
+ * which is then no longer at EOF, and the kernel refuses to clone it into
+ * the middle of a file: so clone it first, while it is, and the rest, now
+ * block-aligned, after it.
+ */
+static int clone_tail_first(struct clone_job *job)
+{
+	uint64_t head = job->length - job->length % job->block;
+	struct file_clone_range r = {
+		.src_fd = job->src_fd,
+		.src_offset = job->src_offset + head,
+		.src_length = job->length - head,
+		.dest_offset = job->dest_offset + head,
+	};
+	double t = now();
+
+	if (!job->same_file || head == job->length)
+		return 0;
+	if (ioctl(job->dst_fd, FICLONERANGE, &r) < 0)
+		return errno;
+	note_call(job, now() - t);
+	job->tail = r.src_length;
+	job->length = head;
+	return 0;
+}
+
+/*
+ * FICLONERANGE's rules (generic_remap_checks(), generic_remap_check_len())
+ * for the whole range. Each chunk passes them on its own, so a range that
+ * breaks them only as a whole would be cloned in part before a chunk is
+ * refused, or, overlapping in one file, cloned from data that its first
+ * chunks already overwrote.
+ */
+static const char *range_problem(const struct clone_job *job, uint64_t dst_size)
+{
+	uint64_t bs = job->block, len = job->length, src_size = job->src_st.st_size;
+	uint64_t blen = (len + bs - 1) / bs * bs;
+	struct rlimit rl;
+
+	if (job->src_offset % bs || job->dest_offset % bs)
+		return "offsets must be multiples of the block size";
+	if (job->src_offset > src_size || len > src_size - job->src_offset)
+		return "it runs past its end";
+	if (job->dest_offset > INT64_MAX - len)
+		return "DST would end past the largest file offset";
+	if (len % bs && job->src_offset + len != src_size)
+		return "the length must be a multiple of the block size unless it ends at SRC's end";
+	if (len % bs && job->dest_offset + len < dst_size)
+		return "SRC's partial last block would land inside DST, not at or past its end";
+	if (job->same_file && job->dest_offset + blen > job->src_offset &&
+	    job->dest_offset < job->src_offset + blen)
+		return "the two ranges overlap within one file";
+	if (!getrlimit(RLIMIT_FSIZE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    job->dest_offset + len > rl.rlim_cur)
+		return "DST would grow past the file size limit (ulimit -f)";
+	return NULL;
+}
+
+/* Resolve DST as cp does, stat before open (a FIFO's open would block), lock. */
+static int open_files(struct clone_job *job, const char *dst)
+{
+	int flags = O_WRONLY | O_NONBLOCK | O_CLOEXEC;
+	size_t n = strlen(dst);
+	struct stat st;
+
+	if (stat(job->src_path, &st) < 0) {
+		err("%s: %s", job->src_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err("%s: not a regular file", job->src_path);
+		return EXIT_USAGE;
+	}
+	/* O_NONBLOCK in case a FIFO took its place since. */
+	job->src_fd = open(job->src_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (job->src_fd < 0 || fstat(job->src_fd, &job->src_st) < 0) {
+		err("%s: %s", job->src_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (!S_ISREG(job->src_st.st_mode)) {
+		err("%s: not a regular file", job->src_path);
+		return EXIT_USAGE;
+	}
+
+	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode))
+		n = snprintf(job->dst_path, sizeof(job->dst_path), "%s%s%s", dst,
+			     dst[n - 1] == '/' ? "" : "/", basename(job->src_path));
+	else
+		n = snprintf(job->dst_path, sizeof(job->dst_path), "%s", dst);
+	if (n >= sizeof(job->dst_path)) {
+		err("%s: %s", dst, strerror(ENAMETOOLONG));
+		return EXIT_FAIL;
+	}
+	if (stat(job->dst_path, &st) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			err("%s: not a regular file", job->dst_path);
+			return EXIT_USAGE;
+		}
+	} else if (errno == ENOENT && !job->resume) {
+		flags |= O_CREAT | O_EXCL;
+	} else {
+		err("%s: %s", job->dst_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	job->dst_fd = open(job->dst_path, flags, job->src_st.st_mode & 0777);
+	if (job->dst_fd < 0) {
+		err("%s: %s", job->dst_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	job->created = flags & O_CREAT;
+	if (fstat(job->dst_fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err("%s: not a regular file", job->dst_path);
+		return EXIT_USAGE;
+	}
+	/* Two clones into one DST would each record the other's progress. */
+	if (flock(job->dst_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK) {
+			err("%s: another pcshare clone is writing it", job->dst_path);
+			return EXIT_BUSY;
+		}
+		err("%s: flock: %s", job->dst_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	job->same_file = st.st_dev == job->src_st.st_dev && st.st_ino == job->src_st.st_ino;
+	return EXIT_OK;
+}
+
+/* Everything that can refuse the clone, before DST is changed in any way. */
+static int plan_clone(struct clone_job *job, const char *dst, const char *method,
+		      bool whole, bool *use2)
+{
+	const char *problem;
+	struct statfs sfs;
+	struct stat st;
+	int rc, e;
+
+	rc = open_files(job, dst);
+	if (rc)
+		return rc;
+	if (job->same_file && (whole || job->resume)) {
+		err("%s and %s are the same file%s", job->src_path, job->dst_path,
+		    job->resume ? ": clones within one file keep no record to resume" : "");
+		return EXIT_USAGE;
+	}
+	identify_src(job);
+	job->block = fstatfs(job->dst_fd, &sfs) == 0 && sfs.f_bsize > 0 ? sfs.f_bsize : 4096;
+	if (job->resume) {
+		rc = load_progress(job);
+		if (rc)
+			return rc;
+	} else if (!job->length) {
+		job->length = job->src_offset < (uint64_t)job->src_st.st_size ?
+			      job->src_st.st_size - job->src_offset : 0;
+	}
+	if (fstat(job->dst_fd, &st) < 0) {
+		err("%s: %s", job->dst_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	/* A whole-file clone replaces DST, as cp --reflink does. */
+	problem = range_problem(job, whole ? 0 : st.st_size);
+	if (problem) {
+		err("%s -> %s: invalid range (%" PRIu64 " bytes from %" PRIu64 " to %" PRIu64
+		    ", block size %" PRIu64 ", %s %jd bytes): %s", job->src_path, job->dst_path,
+		    job->length, job->src_offset, job->dest_offset, job->block, job->src_path,
+		    (intmax_t)job->src_st.st_size, problem);
+		return EXIT_USAGE;
+	}
+	if (job->chunk % job->block) {
+		err("--chunk %" PRIu64 " is not a multiple of %s's block size (%" PRIu64 ")",
+		    job->chunk, job->dst_path, job->block);
+		return EXIT_USAGE;
+	}
+	/*
+	 * Write SRC's dirty data back now, while nothing is locked: a clone
+	 * flushes it anyway, but under the locks that readers wait for. Not
+	 * fdatasync(): on btrfs it holds SRC's i_rwsem while it logs every
+	 * extent of the file, which stalled SRC's writers and direct readers
+	 * for seconds on a file of 100,000 extents.
+	 */
+	sync_file_range(job->src_fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
+			SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+	e = probe_clone(job);
+	if (e)
+		return clone_failed(job, e);
+	*use2 = (!strcmp(method, "auto") || !strcmp(method, "ficlonerange2")) &&
+		have_ficlonerange2(job);
+	if (!*use2 && !strcmp(method, "ficlonerange2")) {
+		err("this kernel has no FICLONERANGE2 (it needs the pcshare series)");
+		return EXIT_NOTSUP;
+	}
+	return EXIT_OK;
+}
+
+static int run_clone(struct clone_job *job, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "offset", required_argument, NULL, 'o' },
@@ -401,150 +847,108 @@ static int cmd_clone(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	struct clone_job job = { .budget_ms = DEFAULT_BUDGET_MS, .method = "none" };
-	bool resume = false, quiet = false, json = false, have_doff = false;
-	bool have_range = false;
+	bool quiet = false, have_range = false, have_doff = false, use2 = false;
 	const char *method = "auto";
-	struct stat sst, dst_st;
-	struct statfs sfs;
-	uint64_t src_size;
-	double t0;
-	int c, li = 0, ret, rc;
+	int c, li, ret, rc;
 
-	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hq", opts, &li)) != -1) {
 		uint64_t *target = NULL;
 
 		switch (c) {
-		case 'o': target = &job.src_offset; have_range = true; break;
-		case 'l': target = &job.length; have_range = true; break;
-		case 'd': target = &job.dest_offset; have_doff = true; break;
-		case 'b': target = &job.budget_ms; break;
-		case 'c': target = &job.chunk; break;
+		case 'o': target = &job->src_offset; have_range = true; break;
+		case 'l': target = &job->length; have_range = true; break;
+		case 'd': target = &job->dest_offset; have_doff = true; break;
+		case 'b': target = &job->budget_ms; break;
+		case 'c': target = &job->chunk; break;
 		case 'm': method = optarg; break;
-		case 'r': resume = true; break;
+		case 'r': job->resume = true; break;
 		case 'q': quiet = true; break;
-		case 'j': json = true; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: usage(stderr); return EXIT_USAGE;
+		case 'j': break;
+		case 'h': usage(stdout); return -1;
+		default: return bad_option(argv, c);
 		}
-		if (target && parse_size(optarg, target)) {
-			err("--%s: '%s' is not a size", opts[li].name, optarg);
-			return EXIT_USAGE;
-		}
+		if (target && parse_size(optarg, target, c != 'b'))
+			return usage_error("--%s: '%s' is not %s", opts[li].name, optarg,
+					   c == 'b' ? "a number of milliseconds" : "a size");
 	}
-	if (argc - optind != 2) {
-		usage(stderr);
-		return EXIT_USAGE;
-	}
+	if (argc - optind != 2)
+		return usage_error("clone needs SRC and DST");
 	if (strcmp(method, "auto") && strcmp(method, "ficlonerange2") &&
-	    strcmp(method, "ficlonerange") && strcmp(method, "ficlone")) {
-		err("--method: '%s' is none of auto, ficlonerange2, ficlonerange, ficlone", method);
-		return EXIT_USAGE;
-	}
-	if (resume && (have_range || have_doff)) {
-		err("--resume takes the range from DST's record; drop --offset/--length/--dest-offset");
-		return EXIT_USAGE;
-	}
-	job.src_path = argv[optind];
-	job.dst_path = argv[optind + 1];
+	    strcmp(method, "ficlonerange") && strcmp(method, "ficlone"))
+		return usage_error("--method: '%s' is none of auto, ficlonerange2, ficlonerange, ficlone",
+				   method);
+	if (job->resume && (have_range || have_doff))
+		return usage_error("--resume takes the range from DST's record; drop --offset/--length/--dest-offset");
+	job->src_path = argv[optind];
 	if (!have_doff)
-		job.dest_offset = job.src_offset;
+		job->dest_offset = job->src_offset;
 
-	job.src_fd = open(job.src_path, O_RDONLY | O_CLOEXEC);
-	if (job.src_fd < 0 || fstat(job.src_fd, &sst) < 0) {
-		err("%s: %s", job.src_path, strerror(errno));
-		return EXIT_FAIL;
-	}
-	if (!S_ISREG(sst.st_mode)) {
-		err("%s: not a regular file", job.src_path);
-		return EXIT_USAGE;
-	}
-	job.dst_fd = open(job.dst_path, O_WRONLY | O_CLOEXEC | (resume ? 0 : O_CREAT),
-			  sst.st_mode & 0777);
-	if (job.dst_fd < 0 || fstat(job.dst_fd, &dst_st) < 0) {
-		err("%s: %s", job.dst_path, strerror(errno));
-		return EXIT_FAIL;
-	}
-	if (dst_st.st_dev == sst.st_dev && dst_st.st_ino == sst.st_ino && !have_range &&
-	    !have_doff) {
-		err("%s and %s are the same file", job.src_path, job.dst_path);
-		return EXIT_USAGE;
-	}
-	job.src_dev = sst.st_dev;
-	job.src_ino = sst.st_ino;
-	job.block = fstatfs(job.dst_fd, &sfs) == 0 && sfs.f_bsize > 0 ? sfs.f_bsize : 4096;
-	src_size = sst.st_size;
+	rc = plan_clone(job, argv[optind + 1], method, !have_range && !have_doff && !job->resume,
+			&use2);
+	if (rc)
+		return rc;
 
-	if (resume) {
-		rc = load_progress(&job);
-		if (rc)
-			return rc;
-	} else {
-		if (!job.length) {
-			if (job.src_offset > src_size) {
-				err("%s: --offset %" PRIu64 " is past its end (%" PRIu64 ")",
-				    job.src_path, job.src_offset, src_size);
-				return EXIT_USAGE;
-			}
-			job.length = src_size - job.src_offset;
-		}
-		if (job.src_offset > src_size || job.length > src_size - job.src_offset) {
-			err("%s: the range %" PRIu64 "+%" PRIu64 " is past its end (%" PRIu64 ")",
-			    job.src_path, job.src_offset, job.length, src_size);
-			return EXIT_USAGE;
-		}
-		/* A whole-file clone replaces DST, as cp --reflink does. */
-		if (!have_range && !have_doff && ftruncate(job.dst_fd, 0) < 0) {
-			err("%s: %s", job.dst_path, strerror(errno));
+	/* From here on DST changes. */
+	catch_signals();
+	job->started = true;
+	if (!job->resume) {
+		/* An older record would claim data that this clone replaces. */
+		fremovexattr(job->dst_fd, RESUME_XATTR);
+		if (!have_range && !have_doff && ftruncate(job->dst_fd, 0) < 0) {
+			err("%s: %s", job->dst_path, strerror(errno));
 			return EXIT_FAIL;
 		}
 	}
-	if (job.length == 0) {
-		fremovexattr(job.dst_fd, RESUME_XATTR);
-		return EXIT_OK;
-	}
-
-	/*
-	 * Write SRC's dirty data back now, while nothing is locked: a clone
-	 * flushes it anyway, but under the locks that readers wait for. Not
-	 * fdatasync(): on btrfs it holds SRC's i_rwsem while it logs every
-	 * extent of the file, which stalled SRC's writers and direct readers
-	 * for seconds on a file of 100,000 extents.
-	 */
-	sync_file_range(job.src_fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
-			SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-	catch_signals();
-	job.progress = !quiet && isatty(STDERR_FILENO);
-	record_progress(&job, true);
-	t0 = now();
-	if (!strcmp(method, "ficlone") || job.budget_ms == 0) {
-		ret = clone_ficlone(&job);
+	job->progress = !quiet && isatty(STDERR_FILENO);
+	job->done_before = job->done;
+	job->start = now();
+	if (!strcmp(method, "ficlone") || job->budget_ms == 0) {
+		ret = job->done < job->length ? clone_ficlone(job) : 0;
 	} else {
-		ret = 1;
-		if (strcmp(method, "ficlonerange"))
-			ret = clone_ficlonerange2(&job);
-		if (ret == 1 && !strcmp(method, "ficlonerange2")) {
-			err("this kernel has no FICLONERANGE2 (it needs the pcshare series)");
-			return EXIT_NOTSUP;
-		}
-		if (ret == 1)
-			ret = clone_ficlonerange(&job);
+		ret = clone_tail_first(job);
+		if (!ret && job->done < job->length)
+			ret = use2 ? clone_ficlonerange2(job) : clone_ficlonerange(job);
 	}
+	job->length += job->tail;
+	job->done += job->tail;
 	if (ret)
-		return clone_failed(&job, ret);
-	show_progress(&job, true);
-	fremovexattr(job.dst_fd, RESUME_XATTR);
-	if (json)
-		printf("{\"src\": \"%s\", \"dst\": \"%s\", \"method\": \"%s\", \"bytes\": %" PRIu64
-		       ", \"seconds\": %.6f, \"calls\": %lu, \"longest_call_ms\": %.3f}\n",
-		       job.src_path, job.dst_path, job.method, job.length, now() - t0,
-		       job.calls, job.longest_call * 1000);
+		return clone_failed(job, ret);
+	show_progress(job, true);
+	fremovexattr(job->dst_fd, RESUME_XATTR);
 	return EXIT_OK;
+}
+
+static int cmd_clone(int argc, char **argv)
+{
+	struct clone_job job = {
+		.src_fd = -1, .dst_fd = -1, .budget_ms = DEFAULT_BUDGET_MS, .method = "none",
+	};
+	bool json = wants_json(argc, argv);
+	int rc = run_clone(&job, argc, argv);
+
+	if (rc < 0)
+		return EXIT_OK;		/* --help */
+	/* A refused clone leaves no trace, not even the DST it created. */
+	if (rc && job.created && !job.started)
+		unlink(job.dst_path);
+	if (json) {
+		json_begin(rc);
+		json_field("src", job.src_path);
+		json_field("dst", job.dst_path[0] ? job.dst_path : NULL);
+		json_field("method", job.method);
+		printf(", \"bytes\": %" PRIu64 ", \"bytes_done\": %" PRIu64
+		       ", \"bytes_total\": %" PRIu64 ", \"seconds\": %.6f, \"calls\": %lu"
+		       ", \"longest_call_ms\": %.3f}\n",
+		       job.done - job.done_before, job.done, job.length,
+		       job.start ? now() - job.start : 0.0, job.calls, job.longest_call * 1000);
+	}
+	return rc;
 }
 
 static int read_counter(const char *dir, const char *name, uint64_t *v)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + NAME_MAX];
 	FILE *f;
 	int ok;
 
@@ -557,35 +961,74 @@ static int read_counter(const char *dir, const char *name, uint64_t *v)
 	return ok ? 0 : -1;
 }
 
-/* Is shared_cache among this mount's options? */
-static bool cache_enabled(const char *mountpoint)
+/* mountinfo writes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
 {
-	char real[PATH_MAX], line[4096], mnt[PATH_MAX], fstype[64], optsbuf[2048];
-	bool on = false;
+	char *d = s;
+
+	for (; *s; s++, d++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*d = (s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0');
+			s += 3;
+		} else {
+			*d = *s;
+		}
+	}
+	*d = 0;
+}
+
+static bool has_option(char *opts, const char *name)
+{
+	char *o, *save;
+
+	for (o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		if (!strcmp(o, name))
+			return true;
+	return false;
+}
+
+/*
+ * Is shared_cache among the options of the mount fd is on? Found by mount
+ * id, so a subdirectory, a bind mount, a mount point with a space in its
+ * name and one mount on top of another all find the mount that is seen.
+ * 1 on, 0 off, -1 unknown; mnt gets the mount point.
+ */
+static int cache_enabled(int fd, char *mnt, size_t len)
+{
+	const char *path = getenv("PCSHARE_MOUNTINFO") ?: "/proc/self/mountinfo";
+	char *line = NULL, *field[6], *tok = NULL, *save;
+	struct statx stx;
+	size_t cap = 0;
+	int on = -1, i;
 	FILE *f;
 
-	if (!realpath(mountpoint, real))
-		return false;
-	f = fopen("/proc/self/mounts", "r");
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID))
+		return -1;
+	f = fopen(path, "r");
 	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		char *o, *save;
-
-		if (sscanf(line, "%*s %4095s %63s %2047s", mnt, fstype, optsbuf) != 3)
+		return -1;
+	while (on < 0 && getline(&line, &cap, f) > 0) {
+		line[strcspn(line, "\n")] = 0;
+		for (i = 0; i < 6 && (tok = strtok_r(i ? NULL : line, " ", &save)); i++)
+			field[i] = tok;
+		if (i < 6 || strtoull(field[0], NULL, 10) != stx.stx_mnt_id)
 			continue;
-		if (strcmp(mnt, real) || strcmp(fstype, "btrfs"))
-			continue;
-		on = false;	/* the last mount on this path is the visible one */
-		for (o = strtok_r(optsbuf, ",", &save); o; o = strtok_r(NULL, ",", &save))
-			if (!strcmp(o, "shared_cache"))
-				on = true;
+		/* Optional fields, then "-", the type, the source, the fs's options. */
+		while ((tok = strtok_r(NULL, " ", &save)) && strcmp(tok, "-"))
+			;
+		for (i = 0; i < 3 && tok; i++)
+			tok = strtok_r(NULL, " ", &save);
+		unescape(field[4]);
+		snprintf(mnt, len, "%s", field[4]);
+		on = has_option(field[5], "shared_cache") || (tok && has_option(tok, "shared_cache"));
 	}
+	free(line);
 	fclose(f);
 	return on;
 }
 
-static int cmd_stat(int argc, char **argv)
+static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -594,39 +1037,40 @@ static int cmd_stat(int argc, char **argv)
 	};
 	static const char *names[] = { "resident_pages", "hits", "misses", "bytes_filled",
 				       "bytes_served", "invalidations" };
+	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
 	uint64_t v[6], saved;
-	char dir[128], uuid[37], h1[32], h2[32], h3[32], h4[32];
-	const char *mnt;
+	char dir[PATH_MAX], uuid[37], h1[32], h2[32], h3[32], h4[32];
+	const char *path;
 	char *p;
 	struct statfs sfs;
-	bool json = false, on;
+	bool json = false;
 	double ratio;
-	int c, fd, i;
+	int c, fd, i, on;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: usage(stderr); return EXIT_USAGE;
+		case 'h': usage(stdout); return -1;
+		default: return bad_option(argv, c);
 		}
 	}
-	if (argc - optind != 1) {
-		usage(stderr);
-		return EXIT_USAGE;
-	}
-	mnt = argv[optind];
-	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (argc - optind != 1)
+		return usage_error("stat needs one PATH");
+	path = argv[optind];
+	snprintf(mnt, mnt_len, "%s", path);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstatfs(fd, &sfs) < 0) {
-		err("%s: %s", mnt, strerror(errno));
+		err("%s: %s", path, strerror(errno));
 		return EXIT_FAIL;
 	}
 	if (sfs.f_type != BTRFS_SUPER_MAGIC) {
-		err("%s: not a btrfs filesystem; the shared extent cache is a btrfs feature", mnt);
+		err("%s: not a btrfs filesystem; the shared extent cache is a btrfs feature", path);
 		return EXIT_NOTSUP;
 	}
 	if (ioctl(fd, BTRFS_IOC_FS_INFO, &info) < 0) {
-		err("%s: BTRFS_IOC_FS_INFO: %s", mnt, strerror(errno));
+		err("%s: BTRFS_IOC_FS_INFO: %s", path, strerror(errno));
 		return EXIT_FAIL;
 	}
 	for (i = 0, p = uuid; i < 16; i++) {
@@ -634,28 +1078,31 @@ static int cmd_stat(int argc, char **argv)
 		if (i == 3 || i == 5 || i == 7 || i == 9)
 			*p++ = '-';
 	}
-	snprintf(dir, sizeof(dir), "/sys/fs/btrfs/%s/shared_cache", uuid);
+	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
 	for (i = 0; i < 6; i++) {
 		if (read_counter(dir, names[i], &v[i])) {
 			err("%s: this kernel has no btrfs shared extent cache (%s is missing); "
-			    "it needs the pcshare series with CONFIG_BTRFS_SHARED_CACHE", mnt, dir);
+			    "it needs the pcshare series with CONFIG_BTRFS_SHARED_CACHE", path, dir);
 			return EXIT_NOTSUP;
 		}
 	}
-	on = cache_enabled(mnt);
+	on = cache_enabled(fd, mnt, mnt_len);
 	ratio = v[1] + v[2] ? (double)v[1] / (v[1] + v[2]) : 0.0;
 	saved = v[4] > v[3] ? v[4] - v[3] : 0;
 	if (json) {
-		printf("{\"mountpoint\": \"%s\", \"fsid\": \"%s\", \"enabled\": %s, "
-		       "\"resident_pages\": %" PRIu64 ", \"resident_bytes\": %" PRIu64
-		       ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"hit_ratio\": %.6f"
+		json_begin(EXIT_OK);
+		json_field("mountpoint", mnt);
+		json_field("fsid", uuid);
+		printf(", \"enabled\": %s, \"resident_pages\": %" PRIu64 ", \"resident_bytes\": %"
+		       PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"hit_ratio\": %.6f"
 		       ", \"bytes_filled\": %" PRIu64 ", \"bytes_served\": %" PRIu64
 		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64 "}\n",
-		       mnt, uuid, on ? "true" : "false", v[0], v[0] * (uint64_t)getpagesize(),
-		       v[1], v[2], ratio, v[3], v[4], saved, v[5]);
+		       on < 0 ? "null" : on ? "true" : "false", v[0],
+		       v[0] * (uint64_t)getpagesize(), v[1], v[2], ratio, v[3], v[4], saved, v[5]);
 		return EXIT_OK;
 	}
 	printf("%s (btrfs %s): shared extent cache %s\n", mnt, uuid,
+	       on < 0 ? "state unknown (no mount id in this kernel)" :
 	       on ? "on" : "off (mount -o remount,shared_cache turns it on)");
 	printf("  resident       %s (%" PRIu64 " pages)\n",
 	       human(v[0] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[0]);
@@ -669,20 +1116,39 @@ static int cmd_stat(int argc, char **argv)
 	return EXIT_OK;
 }
 
+static int cmd_stat(int argc, char **argv)
+{
+	char mnt[PATH_MAX] = "";
+	bool json = wants_json(argc, argv);
+	int rc = run_stat(argc, argv, mnt, sizeof(mnt));
+
+	if (rc < 0)
+		return EXIT_OK;		/* --help */
+	if (rc && json) {
+		json_begin(rc);
+		json_field("mountpoint", mnt[0] ? mnt : NULL);
+		puts("}");
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+	const char *cmd = argc >= 2 ? argv[1] : "";
+
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return EXIT_OK;
 	}
-	if (argc >= 2 && !strcmp(argv[1], "--version")) {
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
 		printf("pcshare %s\n", PCSHARE_VERSION);
 		return EXIT_OK;
 	}
-	if (argc >= 2 && !strcmp(argv[1], "clone"))
+	if (!strcmp(cmd, "clone"))
 		return cmd_clone(argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "stat"))
+	if (!strcmp(cmd, "stat"))
 		return cmd_stat(argc - 1, argv + 1);
-	usage(stderr);
-	return EXIT_USAGE;
+	if (!*cmd)
+		return usage_error("no command given");
+	return usage_error("unknown command '%s'", cmd);
 }
