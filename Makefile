@@ -4,6 +4,9 @@ export PCSHARE_CACHE ?= $(HOME)/.cache/pcshare
 DEV ?= $(PCSHARE_CACHE)/dev
 DEMO_ARGS ?=
 BENCH_ARGS ?=
+SOAK_MINUTES ?= 10
+SOAK_VARIANT ?= debug
+SOAK_ARGS ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 CC ?= cc
@@ -11,13 +14,16 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone dev-tree export-patches check-patches clean-cache
+.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone bench-lockhold soak dev-tree export-patches check-patches clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
 	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> results/unshared.json"
 	@echo "make bench-clone     readers and a writer during clones -> results/clone.json, .png"
+	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> results/lockhold.json"
+	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
+	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> results/soak.json"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
 	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
@@ -57,6 +63,21 @@ bench-unshared: deps
 
 bench-clone: deps $(TOOL)
 	$(PYTHON) bench/clone.py $(BENCH_ARGS)
+
+bench-lockhold: deps
+	$(PYTHON) bench/lockhold.py $(BENCH_ARGS)
+
+# The soak in a guest on a scratch disk; results/soak.json also when it fails.
+SOAK_OUT := $(PCSHARE_CACHE)/soak
+SOAK_PYTHON = $$($(PYTHON) -c 'import sys; print(sys.executable)')
+soak: deps
+	scripts/kernel.sh build pcshare $(SOAK_VARIANT) >/dev/null
+	mkdir -p results && rm -f $(SOAK_OUT)/soak.json
+	$(PYTHON) scripts/vm.py --kernel pcshare --variant $(SOAK_VARIANT) --disk 8G --mem 3G \
+		--timeout $$(( $(SOAK_MINUTES) * 60 + 1800 )) --out $(SOAK_OUT) -- \
+		$(SOAK_PYTHON) tests/soak.py --device /dev/vda --mount-options shared_cache \
+		--seconds $$(( $(SOAK_MINUTES) * 60 )) --json /run/pcshare/out/soak.json $(SOAK_ARGS); \
+	status=$$?; cp $(SOAK_OUT)/soak.json results/soak.json && echo "results/soak.json"; exit $$status
 
 dev-tree: deps
 	scripts/kernel.sh dev-tree $(DEV)
