@@ -211,10 +211,25 @@ cmd_build() {
 	bzimage_path "$k" "$v"
 }
 
+# Every patch: one author and one sign-off, both the project's identity.
+patch_identity_ok() {
+	local p=$1 who="pcshare developers <pcshare@example.org>" ok=0
+	[ "$(grep -c '^From: ' "$p")" = 1 ] && grep -qxF "From: $who" "$p" || {
+		log "$(basename "$p"): the author must be exactly '$who'"
+		ok=1
+	}
+	[ "$(grep -c '^Signed-off-by: ' "$p")" = 1 ] && grep -qxF "Signed-off-by: $who" "$p" || {
+		log "$(basename "$p"): wants exactly one Signed-off-by: $who"
+		ok=1
+	}
+	return $ok
+}
+
 cmd_check_patches() {
 	local p rc=0
 	cmd_source
 	for p in $(series_patches); do
+		patch_identity_ok "$p" || rc=1
 		"$cache/stock/src/scripts/checkpatch.pl" --strict --no-tree -q "$p" || rc=1
 	done
 	return $rc
