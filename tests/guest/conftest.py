@@ -19,6 +19,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "clone2: needs the pcshare kernel's FICLONERANGE2 and "
                             "btrfs clone locking")
     config.addinivalue_line("markers", "xfs: runs on XFS (set by the fixtures, or by hand)")
+    config.addinivalue_line("markers", "corrupts: corrupts blocks on purpose, so the fixture "
+                            "expects checksum errors")
     if not os.environ.get("PCSHARE_DISKS"):
         raise pytest.UsageError("guest suites run inside a pcshare VM with a scratch disk "
                                 "(scripts/vm.py --disk SIZE); PCSHARE_DISKS is not set")
@@ -38,10 +40,20 @@ def scratch_dev():
     return os.environ["PCSHARE_DISKS"].split()[0]
 
 
-def _fresh(kind, device, tmp_path, options=""):
+def _fresh(kind, device, tmp_path, options="", corrupts=False):
+    """mkfs and mount; on btrfs, unless the test corrupts blocks on purpose,
+    fail it if it left device errors or checksum messages behind: a read
+    of a block before its checksums exist shows up only there."""
     fsutil.mkfs(kind, device)
-    with fsutil.mounted(device, tmp_path / "mnt", options) as mnt:
-        yield mnt
+    log = fsutil.KernelLog()
+    try:
+        with fsutil.mounted(device, tmp_path / "mnt", options) as mnt:
+            yield mnt
+            if kind == "btrfs" and not corrupts:
+                problems = fsutil.btrfs_health_problems(mnt, log)
+                assert not problems, f"btrfs reported errors: {problems}"
+    finally:
+        log.close()
 
 
 @pytest.fixture(params=BTRFS_OPTION_SETS, ids=lambda o: o or "defaults")

@@ -230,6 +230,19 @@ def shared_cache_stats(device):
     return {p.name: int(p.read_text()) for p in directory.iterdir()}
 
 
+CSUM_MESSAGES = ("csum failed", "csum hole")
+
+
+def btrfs_health_problems(mountpoint, log):
+    """What says a btrfs lost or misread data since log (a KernelLog) was
+    made: nonzero persistent device error counters (`btrfs device stats`)
+    and checksum messages in the kernel log.  Empty when healthy."""
+    problems = [f"device stats: {key} {value}"
+                for key, value in btrfs_device_stats(mountpoint).items() if value]
+    problems += [line for line in log.read() if any(m in line for m in CSUM_MESSAGES)]
+    return problems
+
+
 def btrfs_physical(device, logical):
     """Byte offset on device of btrfs logical address (first mirror); unmounted fs."""
     out = run("btrfs-map-logical", "-l", str(logical), device)

@@ -6,6 +6,7 @@ import mmap
 import multiprocessing
 import os
 import random
+import resource
 import signal
 import time
 
@@ -191,6 +192,121 @@ def test_ranges_within_one_file(fs):
         args = CloneRange2(f.fileno(), 0, 4 * MiB, 8 * MiB, chunk_size=64 * 1024)
         assert args.call(f.fileno()) == 0 and args.done == 4 * MiB
     assert sha256_file(fs / "f") == sha256(data[:8 * MiB] + data[:4 * MiB] + data[12 * MiB:])
+
+
+def errno_of(call):
+    try:
+        call()
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def test_partial_eof_block_inside_the_destination_is_refused_whole(fs):
+    """FICLONERANGE checks the whole range, including that a partial EOF
+    block lands only at the destination's EOF; chunk by chunk FICLONERANGE2
+    used to clone 1 MiB and then fail on every retry."""
+    src = fsutil.pattern(MiB + 100, "partial-src")
+    old = fsutil.pattern(4 * MiB, "partial-dst")
+    fsutil.write_file(fs / "src", src)
+    fsutil.write_file(fs / "dst", old)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "r+b") as d:
+        want = errno_of(lambda: fsutil.ficlonerange(s.fileno(), d.fileno(), 0, 0, 0))
+        assert want == errno.EINVAL
+        args = CloneRange2(s.fileno(), chunk_size=64 * 1024)
+        assert errno_of(lambda: args.call(d.fileno())) == want
+        assert args.done == 0
+    assert sha256_file(fs / "dst") == sha256(old)
+
+
+def clone_under_fsize_limit(src, dst, limit, **kwargs):
+    """Errnos of FICLONERANGE and FICLONERANGE2 (and its cursor) in a child
+    whose RLIMIT_FSIZE is limit, with SIGXFSZ ignored as a shell would."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            with open(src, "rb") as s, open(dst, "r+b") as d:
+                offset, length = kwargs.get("dest_offset", 0), kwargs.get("src_length", 0)
+                one = errno_of(lambda: fsutil.ficlonerange(s.fileno(), d.fileno(), 0,
+                                                           length, offset))
+                args = CloneRange2(s.fileno(), chunk_size=64 * 1024, **kwargs)
+                two = errno_of(lambda: args.call(d.fileno()))
+                os.write(write_end, f"{one} {two} {args.done}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as r:
+        out = r.read()
+    os.waitpid(pid, 0)
+    return tuple(map(int, out.split()))
+
+
+@pytest.mark.parametrize("dest_offset", [0, 4 * MiB], ids=["crosses", "beyond"])
+def test_file_size_limit_is_checked_before_the_first_chunk(fs, dest_offset):
+    src = fsutil.pattern(4 * MiB, "fsize")
+    fsutil.write_file(fs / "src", src)
+    fsutil.write_file(fs / "dst", b"")
+    one, two, done = clone_under_fsize_limit(fs / "src", fs / "dst", 2 * MiB,
+                                             dest_offset=dest_offset)
+    # Crossing the limit shortens FICLONERANGE's count: EINVAL; starting at
+    # or past it is EFBIG.  FICLONERANGE2 must say the same, having done nothing.
+    assert one == (errno.EINVAL if dest_offset == 0 else errno.EFBIG)
+    assert (two, done) == (one, 0)
+    assert os.path.getsize(fs / "dst") == 0
+
+
+@pytest.mark.parametrize("appended", [10, 5000])
+def test_eof_clone_continues_after_the_source_grows(fs, appended):
+    """A to-EOF range that ends in a partial block: once the source grows,
+    that block is whole and is cloned whole, up to the new EOF."""
+    data = write_fragmented(fs / "src", 1024)  # enough chunks to outlast 1 ms
+    tail = fsutil.pattern(8 * MiB + 123 - len(data), "grow")
+    with open(fs / "src", "ab") as s:
+        s.write(tail)
+        os.fsync(s.fileno())
+    data += tail
+    with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
+        args = CloneRange2(s.fileno(), budget_ms=1, chunk_size=BS)
+        assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
+        assert args.src_length == len(data)
+    more = fsutil.pattern(appended, "grown")
+    with open(fs / "src", "ab") as s:
+        s.write(more)
+    grown = data + more
+    end = min(len(grown), len(data) - len(data) % BS + BS)
+    with open(fs / "src", "rb") as s, open(fs / "dst", "r+b") as d:
+        args.fields[0] = s.fileno()
+        while args.call(d.fileno()):
+            pass
+    assert args.done == args.src_length == end
+    assert sha256_file(fs / "dst") == sha256(grown[:end])
+
+
+def test_clone_that_extends_its_own_file_finishes(fs):
+    """Cloning a file's partial-block end past its EOF grows the source
+    under the clone, so its last block is no longer at EOF when its turn
+    comes: it is cloned whole (the bytes past the old EOF read as zeroes)
+    instead of failing after the rest was cloned."""
+    data = fsutil.pattern(3 * MiB + 100, "self-grow")
+    fsutil.write_file(fs / "f", data)
+    with open(fs / "f", "r+b") as f:
+        args = CloneRange2(f.fileno(), dest_offset=4 * MiB, chunk_size=64 * 1024)
+        assert args.call(f.fileno()) == 0
+    tail = data + bytes(BS - 100)
+    assert args.done == args.src_length == len(tail)
+    assert sha256_file(fs / "f") == sha256(data + bytes(MiB - 100) + tail)
+
+
+def test_budget_too_large_for_nanoseconds_is_no_budget(fs):
+    """budget_ms * 10^6 wraps past 2^64 to a 0.45 ms budget unless the
+    kernel saturates it."""
+    data = write_fragmented(fs / "src", 2000)
+    ret, args = clone2(fs / "src", fs / "dst", budget_ms=18446744073710, chunk_size=BS)
+    assert (ret, args.done) == (0, len(data))
+    assert sha256_file(fs / "dst") == sha256(data)
 
 
 def long_clone_source(fs, extents=6000):

@@ -8,10 +8,13 @@ import mmap
 import os
 import subprocess
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
 import fsutil
+from conftest import _fresh
 from fsutil import MiB, sha256, sha256_file
 
 pytestmark = pytest.mark.shared_cache
@@ -30,10 +33,10 @@ def cold(mnt, device, options="shared_cache"):
 
 
 @pytest.fixture
-def sc(scratch_dev, tmp_path):
+def sc(request, scratch_dev, tmp_path):
     """A fresh btrfs mounted with shared_cache: (mount point, device)."""
-    fsutil.mkfs("btrfs", scratch_dev)
-    with fsutil.mounted(scratch_dev, tmp_path / "mnt", "shared_cache") as mnt:
+    corrupts = request.node.get_closest_marker("corrupts") is not None
+    for mnt in _fresh("btrfs", scratch_dev, tmp_path, "shared_cache", corrupts):
         yield mnt, scratch_dev
 
 
@@ -307,6 +310,7 @@ def test_balance_and_scrub_while_shared(sc):
     assert sha256_file(mnt / "b") == sha256(data)
 
 
+@pytest.mark.corrupts
 def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
     mnt, dev = sc
     data = fsutil.pattern(MiB, "bad")
@@ -324,6 +328,7 @@ def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
         os.close(fd)
     fsutil.drop_caches()
     fsutil.run("mount", "-o", "shared_cache", dev, str(mnt))
+    log = fsutil.KernelLog()
 
     # Twice: a failed fill must not leave a bad folio behind as uptodate.
     for attempt in range(2):
@@ -339,6 +344,142 @@ def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
                 assert os.pread(fd, MiB, 4 * PAGE) == data[4 * PAGE:]
             finally:
                 os.close(fd)
+    # The report names the files that own the block, not the cache's inode.
+    messages = log.read()
+    log.close()
+    for name in ("f", "g"):
+        assert any(f"logical {logical + 3 * PAGE} " in m and m.endswith(f"(path: {name})")
+                   for m in messages), messages
+    assert not any("ino 18446744073709551603" in m for m in messages)
+
+
+def test_counters_are_readable_by_root_only(sc):
+    """Hits and misses on shared extents would tell one tenant what another
+    reads: the counters are mode 0400, and another user cannot read them."""
+    mnt, dev = sc
+    directory = fsutil.btrfs_sysfs_dir(dev) / "shared_cache"
+    names = sorted(p.name for p in directory.iterdir())
+    assert names == ["bytes_filled", "bytes_served", "hits", "invalidations", "misses",
+                     "resident_pages"]
+    assert {oct(os.stat(directory / n).st_mode & 0o777) for n in names} == {"0o400"}
+    pid = os.fork()
+    if pid == 0:
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            (directory / "hits").read_text()
+        except PermissionError:
+            os._exit(0)
+        os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def unmovable_pageblocks():
+    """Pageblocks of migrate type Unmovable, summed over zones
+    (/proc/pagetypeinfo)."""
+    text = Path("/proc/pagetypeinfo").read_text()
+    table = text[text.index("Number of blocks type"):].splitlines()
+    column = table[0].split().index("Unmovable") - 4  # after "Number of blocks type"
+    return sum(int(line.split()[4 + column]) for line in table[1:] if "zone" in line)
+
+
+def test_cache_folios_are_movable(sc):
+    """A cache filled with plain GFP_NOFS lands in unmovable pageblocks and
+    steals them from movable memory, which defeats compaction and THP."""
+    mnt, dev = sc
+    size = 256 * MiB
+    data = fsutil.pattern(size, "movable")
+    fsutil.write_file(mnt / "f", data)
+    del data
+    cold(mnt, dev)
+    before = unmovable_pageblocks()
+    fsutil.sha256_file(mnt / "f")
+    assert fsutil.shared_cache_stats(dev)["bytes_filled"] >= size
+    grown = unmovable_pageblocks() - before
+    # 256 MiB is 128 pageblocks of 2 MiB; allow a little unrelated churn.
+    assert grown < 16, f"{grown} more unmovable pageblocks after caching {size >> 20} MiB"
+
+
+def test_sequential_reader_behind_an_appender_reads_nothing_unsummed(sc):
+    """A fill reads only what its caller locked.  A merged extent map can
+    reach into the extent an appender just wrote, whose ordered extent is
+    still inserting its checksums; reading that early "fails" every mirror
+    and counts as corruption.  Here a sequential reader with a 1 MiB window
+    follows an appender (O_DIRECT, and buffered + fsync + DONTNEED so the
+    reader goes through the cache); the fixture fails the test on any device
+    error counter or checksum message, and every byte read is compared."""
+    mnt, dev = sc
+    seconds = float(os.environ.get("PCSHARE_APPEND_RACE_SECONDS", "60"))
+    chunk = 64 * 1024
+    chunks = [fsutil.pattern(chunk, f"append{i}") for i in range(16)]
+    bdi = fsutil.btrfs_sysfs_dir(dev) / "bdi" / "read_ahead_kb"
+    bdi.write_text("1024\n")
+    path = mnt / "log"
+    path.touch()
+    stop = threading.Event()
+    errors, progress = [], {"appended": 0, "read": 0}
+
+    def appender():
+        buffered = os.open(path, os.O_WRONLY)
+        direct = os.open(path, os.O_WRONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, chunk)
+        try:
+            i = 0
+            while not stop.is_set() and i < 8192:
+                data = chunks[i % len(chunks)]
+                if i % 2:
+                    buf[:] = data
+                    assert os.pwritev(direct, [buf], i * chunk) == chunk
+                else:
+                    assert os.pwrite(buffered, data, i * chunk) == chunk
+                os.fsync(buffered)
+                os.posix_fadvise(buffered, 0, 0, os.POSIX_FADV_DONTNEED)
+                i += 1
+                progress["appended"] = i
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(f"appender: {e!r}")
+        finally:
+            stop.set()
+            os.close(buffered)
+            os.close(direct)
+
+    def reader():
+        fd = os.open(path, os.O_RDONLY)
+        pos = 0
+        try:
+            while not stop.is_set():
+                size = os.fstat(fd).st_size
+                if pos >= size:
+                    time.sleep(0.001)
+                    continue
+                data = os.pread(fd, min(128 * 1024, size - pos), pos)
+                for off in range(0, len(data), chunk):
+                    n = pos + off
+                    want = chunks[(n // chunk) % len(chunks)][n % chunk:]
+                    got = data[off:off + len(want)]
+                    if got != want[:len(got)]:
+                        errors.append(f"reader: wrong data at {n}")
+                        return
+                pos += len(data)
+                progress["read"] = pos
+        except OSError as e:
+            errors.append(f"reader at {pos}: {e!r}")
+        finally:
+            os.close(fd)
+
+    threads = [threading.Thread(target=appender), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop.is_set():
+        time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    # The reader kept up with a file that grew: the race was exercised.
+    assert progress["appended"] > 100 and progress["read"] > 50 * chunk, progress
+    assert fsutil.shared_cache_stats(dev)["bytes_filled"] > 0
 
 
 def test_concurrent_readers_while_a_clone_is_rewritten(sc):
