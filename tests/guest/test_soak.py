@@ -1,6 +1,6 @@
 """The soak (tests/soak.py) on the scratch disk, under each of the btrfs
 fixture's mount option sets (so through the shared extent cache on the
-pcshare kernel): $PCSHARE_SOAK_SECONDS (default 120) of random operations
+pcshare kernel): $PCSHARE_SOAK_SECONDS (unset: skipped) of random operations
 with a random seed ($PCSHARE_SOAK_SEED to repeat one) find nothing, and a
 planted model bug is found."""
 import json
@@ -10,19 +10,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SOAK = Path(__file__).resolve().parent.parent / "soak.py"
-SECONDS = float(os.environ.get("PCSHARE_SOAK_SECONDS", "120"))
+# make test sets it for the debug kernel only: minutes per option set and
+# kernel would not fit CI's 90 minutes, and lockdep and KASAN are where a
+# long random run finds the most.
+SECONDS = float(os.environ.get("PCSHARE_SOAK_SECONDS", "0"))
 
 
 def run_soak(mnt, out, *args):
     res = subprocess.run([sys.executable, str(SOAK), "--dir", str(mnt), "--json", str(out),
                           *map(str, args)], capture_output=True, text=True,
-                         timeout=SECONDS + 900)
+                         timeout=max(SECONDS, 60) + 900)
     sys.stdout.write(res.stdout[-20000:])  # shown by pytest when the test fails
     return res
 
 
 def test_soak_finds_nothing(btrfs, tmp_path):
+    if not SECONDS:
+        pytest.skip("PCSHARE_SOAK_SECONDS is not set: make test soaks on the debug kernel only")
     seed = int(os.environ.get("PCSHARE_SOAK_SEED") or random.randrange(1 << 32))
     res = run_soak(btrfs, tmp_path / "soak.json", "--seed", seed, "--seconds", SECONDS)
     assert res.returncode == 0, f"seed {seed}: " + res.stdout[-3000:] + res.stderr
