@@ -1081,6 +1081,12 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
 	for (i = 0; i < 6; i++) {
 		if (read_counter(dir, names[i], &v[i])) {
+			/* Root only: they would tell one tenant what another reads. */
+			if (errno == EACCES) {
+				err("%s: the shared cache counters in %s are readable by root only",
+				    path, dir);
+				return EXIT_FAIL;
+			}
 			err("%s: this kernel has no btrfs shared extent cache (%s is missing); "
 			    "it needs the pcshare series with CONFIG_BTRFS_SHARED_CACHE", path, dir);
 			return EXIT_NOTSUP;
