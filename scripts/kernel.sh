@@ -230,7 +230,9 @@ cmd_check_patches() {
 	cmd_source
 	for p in $(series_patches); do
 		patch_identity_ok "$p" || rc=1
-		"$cache/stock/src/scripts/checkpatch.pl" --strict --no-tree -q "$p" || rc=1
+		# From the cache: in a git checkout checkpatch leaves a
+		# .checkpatch-camelcase.git.* file behind.
+		(cd "$cache" && "$cache/stock/src/scripts/checkpatch.pl" --strict --no-tree -q "$p") || rc=1
 	done
 	return $rc
 }
