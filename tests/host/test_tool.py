@@ -198,7 +198,7 @@ def test_interrupted_clone_resumes(fs):
     partial = os.path.getsize(fs / "dst")
     assert MiB <= partial < len(data)
     rec = record(fs / "dst")
-    assert rec[0] == "2" and int(rec[2]) == len(data) and int(rec[4]) <= partial
+    assert rec[0] == "3" and int(rec[2]) == len(data) and int(rec[4]) <= partial
     # The record may lag the clone, never lead it: everything it counts is there.
     assert fsutil.sha256_file(fs / "dst", 0, int(rec[4])) == fsutil.sha256(data[:int(rec[4])])
 
@@ -441,6 +441,26 @@ def test_resume_refuses_a_changed_src(fs):
         f.write(b"new!")
     res = tool("clone", "--resume", fs / "src", fs / "dst", check=2)
     assert "changed since the clone was interrupted" in res.stderr
+    assert state(fs / "dst") == before
+
+
+@pytest.mark.parametrize("change", ["emptied", "truncated", "overwritten"])
+def test_resume_refuses_a_changed_dst(fs, change):
+    """The record counts bytes that are in DST only while nothing else wrote it."""
+    code, _, _ = interrupt_clone(fs, size=64 * MiB)
+    assert code == 130
+    done = int(record(fs / "dst")[4])
+    if change == "emptied":             # : > dst
+        (fs / "dst").write_bytes(b"")
+    elif change == "truncated":
+        os.truncate(fs / "dst", done // 2)
+    else:                               # same size, other data at its start
+        with open(fs / "dst", "r+b") as f:
+            f.write(b"mine")
+    before = state(fs / "dst")
+    res = tool("clone", "--resume", fs / "src", fs / "dst", check=2)
+    assert f"{fs / 'dst'}: changed since the clone was interrupted" in res.stderr
+    assert "clone again without --resume" in res.stderr
     assert state(fs / "dst") == before
 
 

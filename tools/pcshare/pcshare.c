@@ -54,7 +54,7 @@ enum {
 };
 
 #define RESUME_XATTR "user.pcshare.clone"
-#define RECORD_VERSION 2
+#define RECORD_VERSION 3
 #define DEFAULT_BUDGET_MS 100
 #define MIB (1024ULL * 1024)
 
@@ -302,9 +302,16 @@ struct clone_job {
 	const char *method;	/* what actually ran */
 	unsigned long calls;
 	double longest_call;	/* seconds */
-	double start, last_record, last_shown;
+	double start, last_shown;
 	bool resume, same_file, created, started, progress;
 };
+
+/* Size and a timestamp: enough to tell that a file changed since. */
+static void file_state(char *buf, size_t len, const struct stat *st, const struct timespec *t)
+{
+	snprintf(buf, len, "%jd@%jd.%09ld", (intmax_t)st->st_size, (intmax_t)t->tv_sec,
+		 t->tv_nsec);
+}
 
 /*
  * Name SRC in a way that survives a remount or reboot, unlike st_dev. XFS's
@@ -333,23 +340,28 @@ static void identify_src(struct clone_job *job)
 	ioctl(job->src_fd, FS_IOC_GETVERSION, &gen);
 	snprintf(job->src_file, sizeof(job->src_file), "%s:%ju:%u", fsid,
 		 (uintmax_t)job->src_st.st_ino, gen);
-	snprintf(job->src_state, sizeof(job->src_state), "%jd@%jd.%09ld",
-		 (intmax_t)job->src_st.st_size, (intmax_t)job->src_st.st_ctim.tv_sec,
-		 job->src_st.st_ctim.tv_nsec);
+	file_state(job->src_state, sizeof(job->src_state), &job->src_st, &job->src_st.st_ctim);
 }
 
-static void record_progress(struct clone_job *job, bool force)
+/*
+ * The record also pins DST's size and mtime as they are after the chunks
+ * it counts: a clone changes both (and the record, an xattr, only ctime),
+ * so anything else that writes or truncates DST since makes --resume
+ * refuse rather than trust bytes that are no longer there. Hence a record
+ * after every call: one that lagged would no longer match DST.
+ */
+static void record_progress(struct clone_job *job)
 {
-	char val[256];
-	double t = now();
+	char val[256], dst_state[64];
+	struct stat st;
 
 	/* One file: the record would sit on SRC, and rerunning is as good. */
-	if (job->same_file || (!force && job->last_record && t - job->last_record < 1.0))
+	if (job->same_file || fstat(job->dst_fd, &st) < 0)
 		return;
-	job->last_record = t;
-	snprintf(val, sizeof(val), "%d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s",
+	file_state(dst_state, sizeof(dst_state), &st, &st.st_mtim);
+	snprintf(val, sizeof(val), "%d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s %s",
 		 RECORD_VERSION, job->src_offset, job->length, job->dest_offset, job->done,
-		 job->src_file, job->src_state);
+		 job->src_file, job->src_state, dst_state);
 	/* Best effort: without xattrs only --resume is lost, not the clone. */
 	fsetxattr(job->dst_fd, RESUME_XATTR, val, strlen(val), 0);
 }
@@ -357,7 +369,9 @@ static void record_progress(struct clone_job *job, bool force)
 static int load_progress(struct clone_job *job)
 {
 	char val[256], file[sizeof(job->src_file)], state[sizeof(job->src_state)];
+	char dst_state[64], now_state[64];
 	uint64_t off, len, doff, done;
+	struct stat st;
 	int ver, end = 0;
 	ssize_t n;
 
@@ -368,8 +382,8 @@ static int load_progress(struct clone_job *job)
 		return EXIT_FAIL;
 	}
 	val[n] = 0;
-	if (sscanf(val, "%d %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %95s %63s%n",
-		   &ver, &off, &len, &doff, &done, file, state, &end) != 7 || val[end] ||
+	if (sscanf(val, "%d %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %95s %63s %63s%n",
+		   &ver, &off, &len, &doff, &done, file, state, dst_state, &end) != 8 || val[end] ||
 	    ver != RECORD_VERSION || done > len) {
 		err("%s: unreadable resume record '%s' (from another pcshare version?); "
 		    "clone again without --resume", job->dst_path, val);
@@ -383,6 +397,16 @@ static int load_progress(struct clone_job *job)
 	if (strcmp(state, job->src_state)) {
 		err("%s: %s changed since the clone was interrupted (size or ctime); "
 		    "clone again without --resume", job->dst_path, job->src_path);
+		return EXIT_USAGE;
+	}
+	if (fstat(job->dst_fd, &st) < 0) {
+		err("%s: %s", job->dst_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	file_state(now_state, sizeof(now_state), &st, &st.st_mtim);
+	if (strcmp(dst_state, now_state)) {
+		err("%s: changed since the clone was interrupted (size or mtime), so the record "
+		    "no longer says what is in it; clone again without --resume", job->dst_path);
 		return EXIT_USAGE;
 	}
 	job->src_offset = off;
@@ -499,7 +523,7 @@ static int clone_failed(struct clone_job *job, int e)
 		    a, b, strerror(e));
 	/* A record where nothing was cloned would only make --resume fail alike. */
 	if (job->started && (job->done || rc != EXIT_FAIL))
-		record_progress(job, true);
+		record_progress(job);
 	return rc;
 }
 
@@ -556,7 +580,7 @@ static int clone_ficlonerange2(struct clone_job *job)
 		job->done = args.done;
 		if (ret < 0)
 			return e;
-		record_progress(job, false);
+		record_progress(job);
 		show_progress(job, false);
 		if (ret == 0)
 			return 0;
@@ -594,7 +618,7 @@ static int clone_ficlonerange(struct clone_job *job)
 		took = now() - t;
 		note_call(job, took);
 		job->done += n;
-		record_progress(job, false);
+		record_progress(job);
 		show_progress(job, false);
 		if (stop_signal && job->done < job->length)
 			return EINTR;
