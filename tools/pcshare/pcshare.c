@@ -289,7 +289,7 @@ struct clone_job {
 	const char *src_path;
 	char dst_path[PATH_MAX];	/* DST, or DST/basename(SRC) */
 	int src_fd, dst_fd;
-	struct stat src_st;
+	struct stat src_st, dst_st;
 	char src_file[96];	/* filesystem, inode, generation: which file */
 	char src_state[64];	/* size and ctime: has it changed since */
 	uint64_t src_offset, length, dest_offset;
@@ -721,12 +721,105 @@ static const char *range_problem(const struct clone_job *job, uint64_t dst_size)
 	return NULL;
 }
 
-/* Resolve DST as cp does, stat before open (a FIFO's open would block), lock. */
+/* What was opened may not be what was checked before: the name may have changed. */
+static int opened_regular(int fd, const char *path, struct stat *st)
+{
+	if (fd < 0 || fstat(fd, st) < 0) {
+		err("%s: %s", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		err("%s: not a regular file", path);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/*
+ * Open DST, creating it if it is missing, and lock it; stat before open, as
+ * a FIFO's open would block. Two clones may create one DST at once: the one
+ * that loses O_EXCL opens what the other created, and the lock says which
+ * of them clones. A lock won on a file that was removed or replaced in the
+ * meantime (by a refused run that had created it) is on the wrong file, so
+ * start over.
+ */
+static int open_dst(struct clone_job *job)
+{
+	const char *slash = strrchr(job->dst_path, '/');
+	int flags = O_WRONLY | O_NONBLOCK | O_CLOEXEC;
+	char link[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+	int rc;
+
+	for (;;) {
+		job->created = false;
+		if (stat(job->dst_path, &st) == 0) {
+			if (!S_ISREG(st.st_mode)) {
+				err("%s: not a regular file", job->dst_path);
+				return EXIT_USAGE;
+			}
+			job->dst_fd = open(job->dst_path, flags);
+			if (job->dst_fd < 0 && errno == ENOENT)
+				continue;	/* removed since the stat */
+		} else if (errno == ENOENT && (n = readlink(job->dst_path, link, sizeof(link) - 1)) >= 0) {
+			/* As cp: creating through it puts a file wherever it points. */
+			err("%s: a symbolic link to '%.*s', which does not exist; not writing through it",
+			    job->dst_path, (int)n, link);
+			return EXIT_FAIL;
+		} else if (errno == ENOENT && !job->resume) {
+			job->dst_fd = open(job->dst_path, flags | O_CREAT | O_EXCL,
+					   job->src_st.st_mode & 0777);
+			if (job->dst_fd < 0 && errno == EEXIST)
+				continue;	/* created since the stat */
+			if (job->dst_fd < 0 && errno == ENOENT && slash) {
+				err("%s: directory %.*s does not exist", job->dst_path,
+				    (int)(slash - job->dst_path), job->dst_path);
+				return EXIT_FAIL;
+			}
+			job->created = job->dst_fd >= 0;
+		} else {
+			job->dst_fd = -1;
+		}
+		rc = opened_regular(job->dst_fd, job->dst_path, &job->dst_st);
+		if (rc)
+			return rc;
+		/* Two clones into one DST would each record the other's progress. */
+		if (flock(job->dst_fd, LOCK_EX | LOCK_NB) < 0) {
+			job->created = false;	/* the lock's holder may be using it */
+			if (errno == EWOULDBLOCK) {
+				err("%s: another pcshare clone is writing it", job->dst_path);
+				return EXIT_BUSY;
+			}
+			err("%s: flock: %s", job->dst_path, strerror(errno));
+			return EXIT_FAIL;
+		}
+		if (stat(job->dst_path, &st) == 0 && st.st_dev == job->dst_st.st_dev &&
+		    st.st_ino == job->dst_st.st_ino)
+			return EXIT_OK;
+		close(job->dst_fd);
+	}
+}
+
+/*
+ * Remove the DST this run created, only while it is surely still that:
+ * locked by this run, still at its name and still empty.
+ */
+static void remove_created_dst(struct clone_job *job)
+{
+	struct stat st, now;
+
+	if (job->created && fstat(job->dst_fd, &now) == 0 && now.st_size == 0 &&
+	    stat(job->dst_path, &st) == 0 && st.st_dev == now.st_dev && st.st_ino == now.st_ino)
+		unlink(job->dst_path);
+}
+
+/* SRC, then DST resolved as cp does (a directory means DST/basename(SRC)). */
 static int open_files(struct clone_job *job, const char *dst)
 {
-	int flags = O_WRONLY | O_NONBLOCK | O_CLOEXEC;
 	size_t n = strlen(dst);
 	struct stat st;
+	int rc;
 
 	if (stat(job->src_path, &st) < 0) {
 		err("%s: %s", job->src_path, strerror(errno));
@@ -738,55 +831,28 @@ static int open_files(struct clone_job *job, const char *dst)
 	}
 	/* O_NONBLOCK in case a FIFO took its place since. */
 	job->src_fd = open(job->src_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (job->src_fd < 0 || fstat(job->src_fd, &job->src_st) < 0) {
-		err("%s: %s", job->src_path, strerror(errno));
-		return EXIT_FAIL;
-	}
-	if (!S_ISREG(job->src_st.st_mode)) {
-		err("%s: not a regular file", job->src_path);
-		return EXIT_USAGE;
-	}
+	rc = opened_regular(job->src_fd, job->src_path, &job->src_st);
+	if (rc)
+		return rc;
 
-	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode))
+	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
 		n = snprintf(job->dst_path, sizeof(job->dst_path), "%s%s%s", dst,
 			     dst[n - 1] == '/' ? "" : "/", basename(job->src_path));
-	else
+	} else if (n && dst[n - 1] == '/') {
+		err("%s: %s", dst, errno == ENOENT ? "no such directory" : strerror(errno));
+		return EXIT_FAIL;
+	} else {
 		n = snprintf(job->dst_path, sizeof(job->dst_path), "%s", dst);
+	}
 	if (n >= sizeof(job->dst_path)) {
 		err("%s: %s", dst, strerror(ENAMETOOLONG));
 		return EXIT_FAIL;
 	}
-	if (stat(job->dst_path, &st) == 0) {
-		if (!S_ISREG(st.st_mode)) {
-			err("%s: not a regular file", job->dst_path);
-			return EXIT_USAGE;
-		}
-	} else if (errno == ENOENT && !job->resume) {
-		flags |= O_CREAT | O_EXCL;
-	} else {
-		err("%s: %s", job->dst_path, strerror(errno));
-		return EXIT_FAIL;
-	}
-	job->dst_fd = open(job->dst_path, flags, job->src_st.st_mode & 0777);
-	if (job->dst_fd < 0) {
-		err("%s: %s", job->dst_path, strerror(errno));
-		return EXIT_FAIL;
-	}
-	job->created = flags & O_CREAT;
-	if (fstat(job->dst_fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		err("%s: not a regular file", job->dst_path);
-		return EXIT_USAGE;
-	}
-	/* Two clones into one DST would each record the other's progress. */
-	if (flock(job->dst_fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK) {
-			err("%s: another pcshare clone is writing it", job->dst_path);
-			return EXIT_BUSY;
-		}
-		err("%s: flock: %s", job->dst_path, strerror(errno));
-		return EXIT_FAIL;
-	}
-	job->same_file = st.st_dev == job->src_st.st_dev && st.st_ino == job->src_st.st_ino;
+	rc = open_dst(job);
+	if (rc)
+		return rc;
+	job->same_file = job->dst_st.st_dev == job->src_st.st_dev &&
+			 job->dst_st.st_ino == job->src_st.st_ino;
 	return EXIT_OK;
 }
 
@@ -954,8 +1020,8 @@ static int cmd_clone(int argc, char **argv)
 	if (rc < 0)
 		return EXIT_OK;		/* --help */
 	/* A refused clone leaves no trace, not even the DST it created. */
-	if (rc && job.created && !job.started)
-		unlink(job.dst_path);
+	if (rc && !job.started)
+		remove_created_dst(&job);
 	if (json) {
 		json_begin(rc);
 		json_field("src", job.src_path);
