@@ -620,6 +620,37 @@ def test_json_on_empty_src_and_on_errors(fs):
     assert "nope" in summary["error"]
 
 
+@pytest.mark.parametrize("args,code", [
+    (["--json"], 2), (["frobnicate", "--json"], 2), (["--json", "--frob"], 2),
+    (["-V", "--json"], 0), (["--json", "--version"], 0)])
+def test_json_outside_a_command(args, code):
+    summary = json_run(*args, check=code)
+    assert list(summary) == ["version", "exit_status", "error"]
+
+
+def test_json_before_the_command(fs):
+    data = fsutil.pattern(MiB, seed="global")
+    fsutil.write_file(fs / "src", data)
+    summary = json_run("--json", "clone", fs / "src", fs / "dst", check=0)
+    assert (summary["dst"], summary["bytes"]) == (str(fs / "dst"), len(data))
+    summary = json_run("--json", "clone", fs / "nope", fs / "dst", check=1)
+    assert "nope" in summary["error"]
+
+
+def test_unwritable_stdout_fails(fs):
+    """Output that went nowhere is no success, least of all --json's."""
+    fsutil.write_file(fs / "src", fsutil.pattern(MiB, seed="full"))
+    for args, code in [(["--version"], 1), (["--help"], 1), (["--json", "-V"], 1),
+                       (["clone", "--json", fs / "src", fs / "dst"], 1),
+                       (["stat", "--json", fs / "nope"], 1)]:
+        with open("/dev/full", "w") as full:
+            res = subprocess.run([str(TOOL), *map(str, args)], stdout=full,
+                                 stderr=subprocess.PIPE, text=True, timeout=60)
+        assert res.returncode == code, (args, res)
+        assert "pcshare: cannot write standard output: No space left on device" in res.stderr
+    assert fsutil.sha256_file(fs / "dst") == fsutil.sha256_file(fs / "src")
+
+
 def test_json_calls_are_clone_calls_only(fs):
     data = fsutil.pattern(4 * MiB, seed="calls")
     fsutil.write_file(fs / "src", data)

@@ -61,6 +61,7 @@ enum {
 static const char *prog = "pcshare";
 static volatile sig_atomic_t stop_signal;
 static char error_msg[3 * PATH_MAX];	/* the first error, for --json */
+static bool json;			/* --json, wherever it is */
 
 static void usage(FILE *f)
 {
@@ -69,7 +70,7 @@ static void usage(FILE *f)
 "                     [--budget-ms MS] [--chunk N] [--method M] [--resume]\n"
 "                     [-q|--quiet] [--json]\n"
 "       pcshare stat PATH [--json]\n"
-"       pcshare -h|--help | -V|--version\n"
+"       pcshare -h|--help | -V|--version [--json]\n"
 "\n"
 "clone  reflink SRC (or a range of it) into DST in short steps, so that\n"
 "       readers and writers of both files never wait long. Uses FICLONERANGE2\n"
@@ -86,7 +87,8 @@ static void usage(FILE *f)
 "  --method M       auto (default), ficlonerange2, ficlonerange or ficlone\n"
 "  --resume         continue the interrupted clone recorded on DST\n"
 "  -q, --quiet      no progress bar\n"
-"  --json           print one JSON object on stdout, also on errors\n"
+"  --json           print one JSON object on stdout, also on errors (may also\n"
+"                   come before the command)\n"
 "\n"
 "stat   the shared extent cache counters of the btrfs mount PATH is on\n"
 "\n"
@@ -138,7 +140,6 @@ static int bad_option(char **argv, int c)
 	return usage_error("unknown option '%s'", argv[optind - 1]);
 }
 
-/* Seen before parsing, so that even a usage error is reported as JSON. */
 static bool wants_json(int argc, char **argv)
 {
 	int i;
@@ -261,6 +262,12 @@ static void json_begin(int rc)
 	json_str(PCSHARE_VERSION);
 	printf(", \"exit_status\": %d, \"error\": ", rc);
 	json_str(rc ? error_msg : NULL);
+}
+
+static void json_end(int rc)
+{
+	json_begin(rc);
+	puts("}");
 }
 
 static void json_field(const char *key, const char *val)
@@ -1014,7 +1021,6 @@ static int cmd_clone(int argc, char **argv)
 	struct clone_job job = {
 		.src_fd = -1, .dst_fd = -1, .budget_ms = DEFAULT_BUDGET_MS, .method = "none",
 	};
-	bool json = wants_json(argc, argv);
 	int rc = run_clone(&job, argc, argv);
 
 	if (rc < 0)
@@ -1134,14 +1140,13 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 	const char *path;
 	char *p;
 	struct statfs sfs;
-	bool json = false;
 	double ratio;
 	int c, fd, i, on;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': json = true; break;
+		case 'j': break;
 		case 'h': usage(stdout); return -1;
 		default: return bad_option(argv, c);
 		}
@@ -1215,7 +1220,6 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 static int cmd_stat(int argc, char **argv)
 {
 	char mnt[PATH_MAX] = "";
-	bool json = wants_json(argc, argv);
 	int rc = run_stat(argc, argv, mnt, sizeof(mnt));
 
 	if (rc < 0)
@@ -1228,23 +1232,50 @@ static int cmd_stat(int argc, char **argv)
 	return rc;
 }
 
-int main(int argc, char **argv)
+/* Output that went nowhere, a full disk or a closed pipe, is no success. */
+static int close_stdout(int rc)
 {
-	const char *cmd = argc >= 2 ? argv[1] : "";
+	if (fflush(stdout) == 0 && !ferror(stdout) && fclose(stdout) == 0)
+		return rc;
+	err("cannot write standard output: %s", strerror(errno));
+	return rc ? rc : EXIT_FAIL;
+}
+
+static int run_command(int argc, char **argv)
+{
+	const char *cmd = argc >= 1 ? argv[0] : "";
+	int rc;
 
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return EXIT_OK;
 	}
-	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
-		printf("pcshare %s\n", PCSHARE_VERSION);
-		return EXIT_OK;
-	}
 	if (!strcmp(cmd, "clone"))
-		return cmd_clone(argc - 1, argv + 1);
+		return cmd_clone(argc, argv);
 	if (!strcmp(cmd, "stat"))
-		return cmd_stat(argc - 1, argv + 1);
-	if (!*cmd)
-		return usage_error("no command given");
-	return usage_error("unknown command '%s'", cmd);
+		return cmd_stat(argc, argv);
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+		rc = EXIT_OK;
+		if (!json)
+			printf("pcshare %s\n", PCSHARE_VERSION);
+	} else if (!*cmd) {
+		rc = usage_error("no command given");
+	} else {
+		rc = usage_error("unknown %s '%s'", *cmd == '-' ? "option" : "command", cmd);
+	}
+	if (json)
+		json_end(rc);	/* the version is in every object */
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	/* Seen before parsing, so that even a usage error is reported as JSON. */
+	json = wants_json(argc, argv);
+	/* The one global option: --json may come before the command too. */
+	while (i < argc && !strcmp(argv[i], "--json"))
+		i++;
+	return close_stdout(run_command(argc - i, argv + i));
 }
