@@ -696,6 +696,34 @@ def test_size_suffixes(fs):
     assert fsutil.sha256_file(fs / "dst", MiB) == fsutil.sha256(data[MiB:3 * MiB])
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--method", "ficlone", "--chunk", "1M"],
+     "--chunk: --method ficlone clones in one call, not in chunks"),
+    (["--budget-ms", "0", "--chunk", "1M"],
+     "--chunk: --budget-ms 0 clones in one call, not in chunks"),
+    (["--method", "ficlone", "--budget-ms", "50"],
+     "--budget-ms: --method ficlone clones in one call, which no budget can cut short"),
+    (["--method", "ficlonerange", "--budget-ms", "0"],
+     "--budget-ms 0 means one call, but --method ficlonerange clones in steps"),
+    (["--method", "ficlonerange2", "--budget-ms", "0"],
+     "--budget-ms 0 means one call, but --method ficlonerange2 clones in steps")])
+def test_options_that_cannot_both_be_honoured(fs, args, message):
+    fsutil.write_file(fs / "src", fsutil.pattern(MiB, seed="conflict"))
+    res = tool("clone", *args, fs / "src", fs / "dst", check=2)
+    assert res.stderr.splitlines() == [f"pcshare: {message}", "try 'pcshare --help'"]
+    assert not (fs / "dst").exists()
+
+
+@pytest.mark.parametrize("args", [["--budget-ms", "0"], ["--method", "ficlone"],
+                                  ["--method", "ficlone", "--budget-ms", "0", "--chunk", "0"]])
+def test_one_call(fs, args):
+    data = fsutil.pattern(MiB, seed="one")
+    fsutil.write_file(fs / "src", data)
+    summary = json_run("clone", "--json", *args, fs / "src", fs / "dst", check=0)
+    assert (summary["method"], summary["calls"]) == ("ficlone", 1)
+    assert fsutil.sha256_file(fs / "dst") == fsutil.sha256(data)
+
+
 def test_dst_directory_means_its_entry_named_after_src(fs):
     data = fsutil.pattern(MiB + 7, seed="dir")
     fsutil.write_file(fs / "src", data)

@@ -84,7 +84,8 @@ static void usage(FILE *f)
 "  --budget-ms MS   longest time one kernel call may hold the files (default %d;\n"
 "                   0: clone in one call, like cp --reflink)\n"
 "  --chunk N        fixed chunk size, a multiple of the block size (0: adaptive)\n"
-"  --method M       auto (default), ficlonerange2, ficlonerange or ficlone\n"
+"  --method M       auto (default), ficlonerange2, ficlonerange or ficlone (one\n"
+"                   call, as --budget-ms 0: neither takes --chunk)\n"
 "  --resume         continue the interrupted clone recorded on DST\n"
 "  -q, --quiet      no progress bar\n"
 "  --json           print one JSON object on stdout, also on errors (may also\n"
@@ -944,7 +945,8 @@ static int run_clone(struct clone_job *job, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	bool quiet = false, have_range = false, have_doff = false, use2 = false;
+	bool quiet = false, have_range = false, have_doff = false, have_budget = false;
+	bool one_call, use2 = false;
 	const char *method = "auto";
 	int c, li, ret, rc;
 
@@ -956,7 +958,7 @@ static int run_clone(struct clone_job *job, int argc, char **argv)
 		case 'o': target = &job->src_offset; have_range = true; break;
 		case 'l': target = &job->length; have_range = true; break;
 		case 'd': target = &job->dest_offset; have_doff = true; break;
-		case 'b': target = &job->budget_ms; break;
+		case 'b': target = &job->budget_ms; have_budget = true; break;
 		case 'c': target = &job->chunk; break;
 		case 'm': method = optarg; break;
 		case 'r': job->resume = true; break;
@@ -974,6 +976,17 @@ static int run_clone(struct clone_job *job, int argc, char **argv)
 	if (strcmp(method, "auto") && strcmp(method, "ficlonerange2") &&
 	    strcmp(method, "ficlonerange") && strcmp(method, "ficlone"))
 		return usage_error("--method: '%s' is none of auto, ficlonerange2, ficlonerange, ficlone",
+				   method);
+	/* Refuse what cannot be honoured rather than quietly do something else. */
+	one_call = !strcmp(method, "ficlone") || job->budget_ms == 0;
+	if (one_call && job->chunk)
+		return usage_error("--chunk: %s clones in one call, not in chunks",
+				   job->budget_ms ? "--method ficlone" : "--budget-ms 0");
+	if (!strcmp(method, "ficlone") && have_budget && job->budget_ms)
+		return usage_error("--budget-ms: --method ficlone clones in one call, "
+				   "which no budget can cut short");
+	if (!job->budget_ms && (!strcmp(method, "ficlonerange") || !strcmp(method, "ficlonerange2")))
+		return usage_error("--budget-ms 0 means one call, but --method %s clones in steps",
 				   method);
 	if (job->resume && (have_range || have_doff))
 		return usage_error("--resume takes the range from DST's record; drop --offset/--length/--dest-offset");
@@ -1000,7 +1013,7 @@ static int run_clone(struct clone_job *job, int argc, char **argv)
 	job->progress = !quiet && isatty(STDERR_FILENO);
 	job->done_before = job->done;
 	job->start = now();
-	if (!strcmp(method, "ficlone") || job->budget_ms == 0) {
+	if (one_call) {
 		ret = job->done < job->length ? clone_ficlone(job) : 0;
 	} else {
 		ret = clone_tail_first(job);
