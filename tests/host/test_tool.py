@@ -229,8 +229,6 @@ def test_invalid_ranges_exit_2(fs):
     fsutil.write_file(fs / "src", fsutil.pattern(MiB, seed="bad"))
     res = tool("clone", "--offset", "1000", "--length", "4096", fs / "src", fs / "dst", check=2)
     assert "invalid range" in res.stderr and "block size" in res.stderr
-    res = tool("clone", "--offset", "2M", fs / "src", fs / "dst", check=2)
-    assert "past its end" in res.stderr
     res = tool("clone", "--length", "2M", fs / "src", fs / "dst", check=2)
     assert "past its end" in res.stderr
     res = tool("clone", "--offset", "0", "--length", "64K", "--dest-offset", "32K",
@@ -259,6 +257,31 @@ def test_no_reflink_here_exits_3(fs, tmp_path):
             assert "no FICLONERANGE2" in res.stderr
     finally:
         fsutil.run("umount", str(other))
+
+
+def test_src_shrinking_during_the_clone_is_named(fs):
+    proc, _ = start_clone(fs, size=64 * MiB)
+    try:
+        os.truncate(fs / "src", 512 * 1024)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 1, stderr
+    assert (f"{fs / 'src'} shrank from {64 * MiB} to {512 * 1024} bytes during the clone; "
+            "clone it again once it stops changing, without --resume") in stderr
+
+
+def test_offset_past_the_end_and_extra_arguments(fs):
+    fsutil.write_file(fs / "src", fsutil.pattern(MiB, seed="end"))
+    res = tool("clone", "--offset", "2M", fs / "src", fs / "dst", check=2)
+    assert res.stderr.splitlines()[0] == (f"pcshare: offset {2 * MiB} is past the end of "
+                                          f"{fs / 'src'} (size {MiB})")
+    for args in (["clone", fs / "src", fs / "dst", "extra"], ["stat", fs, "extra"]):
+        res = tool(*args, check=2)
+        assert res.stderr.splitlines() == ["pcshare: unexpected argument 'extra'",
+                                           "try 'pcshare --help'"]
+    assert not (fs / "dst").exists()
 
 
 def test_missing_source_exits_1(fs):

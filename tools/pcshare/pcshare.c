@@ -488,6 +488,7 @@ static int clone_failed(struct clone_job *job, int e)
 {
 	char a[32], b[32], again[128] = "run again with --resume";
 	int rc = EXIT_FAIL;
+	struct stat st;
 
 	/* Once the file grew, the same command would mean another range. */
 	if (job->same_file)
@@ -508,11 +509,20 @@ static int clone_failed(struct clone_job *job, int e)
 		err("%s: this filesystem cannot reflink (no FICLONE support)", job->dst_path);
 		return EXIT_NOTSUP;
 	case EINVAL:
-		if (job->started)
-			break;
-		err("%s -> %s: the filesystem refuses to clone between these two files (%s)",
-		    job->src_path, job->dst_path, strerror(e));
-		return EXIT_NOTSUP;
+		if (!job->started) {
+			err("%s -> %s: the filesystem refuses to clone between these two files (%s)",
+			    job->src_path, job->dst_path, strerror(e));
+			return EXIT_NOTSUP;
+		}
+		/* Checked before the first chunk: what fails later likely changed since. */
+		if (fstat(job->src_fd, &st) == 0 && st.st_size < job->src_st.st_size) {
+			err("%s -> %s: clone failed after %s of %s: %s shrank from %jd to %jd bytes "
+			    "during the clone; clone it again once it stops changing, without --resume",
+			    job->src_path, job->dst_path, a, b, job->src_path,
+			    (intmax_t)job->src_st.st_size, (intmax_t)st.st_size);
+			return EXIT_FAIL;
+		}
+		break;
 	case ENOSPC:
 	case EDQUOT:
 		err("%s: %s after %s of %s; free some space and %s", job->dst_path,
@@ -895,6 +905,11 @@ static int plan_clone(struct clone_job *job, const char *dst, const char *method
 		err("%s: %s", job->dst_path, strerror(errno));
 		return EXIT_FAIL;
 	}
+	if (job->src_offset > (uint64_t)job->src_st.st_size) {
+		err("offset %" PRIu64 " is past the end of %s (size %jd)", job->src_offset,
+		    job->src_path, (intmax_t)job->src_st.st_size);
+		return EXIT_USAGE;
+	}
 	/* A whole-file clone replaces DST, as cp --reflink does. */
 	problem = range_problem(job, whole ? 0 : st.st_size);
 	if (problem) {
@@ -971,7 +986,9 @@ static int run_clone(struct clone_job *job, int argc, char **argv)
 			return usage_error("--%s: '%s' is not %s", opts[li].name, optarg,
 					   c == 'b' ? "a number of milliseconds" : "a size");
 	}
-	if (argc - optind != 2)
+	if (argc - optind > 2)
+		return usage_error("unexpected argument '%s'", argv[optind + 2]);
+	if (argc - optind < 2)
 		return usage_error("clone needs SRC and DST");
 	if (strcmp(method, "auto") && strcmp(method, "ficlonerange2") &&
 	    strcmp(method, "ficlonerange") && strcmp(method, "ficlone"))
@@ -1164,7 +1181,9 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 		default: return bad_option(argv, c);
 		}
 	}
-	if (argc - optind != 1)
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s'", argv[optind + 1]);
+	if (argc - optind < 1)
 		return usage_error("stat needs one PATH");
 	path = argv[optind];
 	snprintf(mnt, mnt_len, "%s", path);
