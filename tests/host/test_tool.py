@@ -608,8 +608,8 @@ def test_dst_that_is_not_there(fs):
 
 # 14: --json always prints one valid object.
 
-def json_run(*args, check):
-    res = subprocess.run([TOOL, *args], capture_output=True, timeout=60)
+def json_run(*args, check, **kwargs):
+    res = subprocess.run([TOOL, *args], capture_output=True, timeout=60, **kwargs)
     assert res.returncode == check, res
     summary = json.loads(res.stdout.decode("utf-8"))   # strict: JSON is UTF-8
     version = tool("--version").stdout.split()[1]
@@ -809,18 +809,23 @@ def test_progress_bar_fits_and_clears(fs, cols):
         assert on_terminal(["clone", quiet, fs / "src", fs / "dst"], cols) == ""
 
 
-def test_stat_finds_the_mount_of_a_subdirectory_or_a_spaced_path(fs, tmp_path):
+def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6)):
+    """A kernel with the cache, as far as the tool can see: its counters, as
+    given, in a stand-in sysfs. Returns the environment that points there."""
     if fs.name != "btrfs":
         pytest.skip("the shared extent cache is btrfs's")
-    image = tmp_path / "btrfs.img"
-    fsid = fsutil.run("blkid", "-s", "UUID", "-o", "value", str(image)).strip()
-    # A kernel with the cache, as far as the tool can see: counters in a
-    # stand-in sysfs and shared_cache among one mount's options.
+    fsid = fsutil.run("blkid", "-s", "UUID", "-o", "value", str(tmp_path / "btrfs.img")).strip()
     counters = tmp_path / "sysfs" / fsid / "shared_cache"
     counters.mkdir(parents=True)
-    for i, name in enumerate(["resident_pages", "hits", "misses", "bytes_filled",
-                              "bytes_served", "invalidations"]):
-        (counters / name).write_text(f"{i + 1}\n")
+    for name, value in zip(["resident_pages", "hits", "misses", "bytes_filled",
+                            "bytes_served", "invalidations"], values):
+        (counters / name).write_text(f"{value}\n")
+    return dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"))
+
+
+def test_stat_finds_the_mount_of_a_subdirectory_or_a_spaced_path(fs, tmp_path):
+    # Also shared_cache among one mount's options.
+    env = fake_counters(fs, tmp_path)
     spaced = tmp_path / "with space\\and tab\t"
     spaced.mkdir()
     fsutil.run("mount", "--bind", str(fs), str(spaced))
@@ -834,8 +839,7 @@ def test_stat_finds_the_mount_of_a_subdirectory_or_a_spaced_path(fs, tmp_path):
                 line += ",shared_cache"
             lines.append(line)
         (tmp_path / "mountinfo").write_text("\n".join(lines) + "\n")
-        env = dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"),
-                   PCSHARE_MOUNTINFO=str(tmp_path / "mountinfo"))
+        env["PCSHARE_MOUNTINFO"] = str(tmp_path / "mountinfo")
         for path in (spaced, spaced / "sub"):
             stats = json.loads(tool("stat", "--json", path, check=0, env=env).stdout)
             assert (stats["mountpoint"], stats["enabled"], stats["hits"]) == (str(spaced),
@@ -845,3 +849,28 @@ def test_stat_finds_the_mount_of_a_subdirectory_or_a_spaced_path(fs, tmp_path):
         assert (stats["mountpoint"], stats["enabled"]) == (str(fs), False)
     finally:
         fsutil.run("umount", str(spaced))
+
+
+def test_stat_of_a_file_and_without_lookups(fs, tmp_path):
+    env = fake_counters(fs, tmp_path, values=(0, 0, 0, 0, 0, 0))
+    fsutil.write_file(fs / "file", b"x")
+    stats = json_run("stat", "--json", fs / "file", check=0, env=env)
+    assert (stats["path"], stats["mountpoint"]) == (str(fs / "file"), str(fs))
+    assert (stats["hits"], stats["misses"], stats["hit_ratio"]) == (0, 0, None)
+    out = tool("stat", fs / "file", check=0, env=env).stdout
+    assert "  hits / misses  0 / 0 (no lookups yet)\n" in out
+
+
+def test_stat_says_a_garbled_counter_is_garbled(fs, tmp_path):
+    env = fake_counters(fs, tmp_path, values=(1, "lots", 3, 4, 5, 6))
+    res = tool("stat", fs, check=1, env=env)
+    hits = tmp_path / "sysfs"
+    hits = next(hits.glob("*/shared_cache/hits"))
+    assert res.stderr == f"pcshare: {fs}: the shared cache counter {hits} is garbled: 'lots'\n"
+
+
+def test_stat_json_error_names_the_path_not_a_mountpoint(fs):
+    stats = json_run("stat", "--json", fs / "nope", check=1)
+    assert (stats["path"], stats["mountpoint"]) == (str(fs / "nope"), None)
+    stats = json_run("--json", "stat", check=2)
+    assert (stats["path"], stats["mountpoint"]) == (None, None)

@@ -1072,19 +1072,20 @@ static int cmd_clone(int argc, char **argv)
 	return rc;
 }
 
-static int read_counter(const char *dir, const char *name, uint64_t *v)
+/* 0, or why not: an errno from open, EINVAL for what is not one number. */
+static int read_counter(const char *path, char *text, size_t len, uint64_t *v)
 {
-	char path[PATH_MAX + NAME_MAX];
-	FILE *f;
-	int ok;
+	FILE *f = fopen(path, "r");
+	bool got;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "r");
 	if (!f)
-		return -1;
-	ok = fscanf(f, "%" SCNu64, v) == 1;
+		return errno;
+	got = fgets(text, len, f) != NULL;
 	fclose(f);
-	return ok ? 0 : -1;
+	if (!got)
+		*text = 0;
+	text[strcspn(text, "\n")] = 0;
+	return parse_size(text, v, false) ? EINVAL : 0;
 }
 
 /* mountinfo writes space, tab, newline and backslash as \ooo. */
@@ -1154,7 +1155,7 @@ static int cache_enabled(int fd, char *mnt, size_t len)
 	return on;
 }
 
-static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
+static int run_stat(int argc, char **argv, const char **path)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -1165,13 +1166,13 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 				       "bytes_served", "invalidations" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
-	uint64_t v[6], saved;
-	char dir[PATH_MAX], uuid[37], h1[32], h2[32], h3[32], h4[32];
-	const char *path;
-	char *p;
+	uint64_t v[6], saved, lookups;
+	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
+	char uuid[37], h1[32], h2[32], h3[32], h4[32];
 	struct statfs sfs;
-	double ratio;
-	int c, fd, i, on;
+	struct stat st;
+	int c, fd, i, on, e;
+	char *p;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -1185,19 +1186,23 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 		return usage_error("unexpected argument '%s'", argv[optind + 1]);
 	if (argc - optind < 1)
 		return usage_error("stat needs one PATH");
-	path = argv[optind];
-	snprintf(mnt, mnt_len, "%s", path);
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*path = argv[optind];
+	/* Any file will do to find its filesystem; others could block or act on open. */
+	if (stat(*path, &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		err("%s: neither a directory nor a regular file", *path);
+		return EXIT_USAGE;
+	}
+	fd = open(*path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0 || fstatfs(fd, &sfs) < 0) {
-		err("%s: %s", path, strerror(errno));
+		err("%s: %s", *path, strerror(errno));
 		return EXIT_FAIL;
 	}
 	if (sfs.f_type != BTRFS_SUPER_MAGIC) {
-		err("%s: not a btrfs filesystem; the shared extent cache is a btrfs feature", path);
+		err("%s: not a btrfs filesystem; the shared extent cache is a btrfs feature", *path);
 		return EXIT_NOTSUP;
 	}
 	if (ioctl(fd, BTRFS_IOC_FS_INFO, &info) < 0) {
-		err("%s: BTRFS_IOC_FS_INFO: %s", path, strerror(errno));
+		err("%s: BTRFS_IOC_FS_INFO: %s", *path, strerror(errno));
 		return EXIT_FAIL;
 	}
 	for (i = 0, p = uuid; i < 16; i++) {
@@ -1207,40 +1212,55 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 	}
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
 	for (i = 0; i < 6; i++) {
-		if (read_counter(dir, names[i], &v[i])) {
-			/* Root only: they would tell one tenant what another reads. */
-			if (errno == EACCES) {
-				err("%s: the shared cache counters in %s are readable by root only",
-				    path, dir);
-				return EXIT_FAIL;
-			}
+		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
+		e = read_counter(file, text, sizeof(text), &v[i]);
+		if (e == ENOENT) {
 			err("%s: this kernel has no btrfs shared extent cache (%s is missing); "
-			    "it needs the pcshare series with CONFIG_BTRFS_SHARED_CACHE", path, dir);
+			    "it needs the pcshare series with CONFIG_BTRFS_SHARED_CACHE", *path, file);
 			return EXIT_NOTSUP;
 		}
+		/* Root only: they would tell one tenant what another reads. */
+		if (e == EACCES)
+			err("%s: the shared cache counters in %s are readable by root only", *path, dir);
+		else if (e == EINVAL)
+			err("%s: the shared cache counter %s is garbled: '%s'", *path, file, text);
+		else if (e)
+			err("%s: %s: %s", *path, file, strerror(e));
+		if (e)
+			return EXIT_FAIL;
 	}
-	on = cache_enabled(fd, mnt, mnt_len);
-	ratio = v[1] + v[2] ? (double)v[1] / (v[1] + v[2]) : 0.0;
+	on = cache_enabled(fd, mnt, sizeof(mnt));
+	lookups = v[1] + v[2];
 	saved = v[4] > v[3] ? v[4] - v[3] : 0;
 	if (json) {
 		json_begin(EXIT_OK);
-		json_field("mountpoint", mnt);
+		json_field("path", *path);
+		json_field("mountpoint", mnt[0] ? mnt : NULL);
 		json_field("fsid", uuid);
 		printf(", \"enabled\": %s, \"resident_pages\": %" PRIu64 ", \"resident_bytes\": %"
-		       PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"hit_ratio\": %.6f"
-		       ", \"bytes_filled\": %" PRIu64 ", \"bytes_served\": %" PRIu64
-		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64 "}\n",
+		       PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"hit_ratio\": ",
 		       on < 0 ? "null" : on ? "true" : "false", v[0],
-		       v[0] * (uint64_t)getpagesize(), v[1], v[2], ratio, v[3], v[4], saved, v[5]);
+		       v[0] * (uint64_t)getpagesize(), v[1], v[2]);
+		/* No lookups, no ratio: 0 would say that every lookup missed. */
+		if (lookups)
+			printf("%.6f", (double)v[1] / lookups);
+		else
+			fputs("null", stdout);
+		printf(", \"bytes_filled\": %" PRIu64 ", \"bytes_served\": %" PRIu64
+		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64 "}\n",
+		       v[3], v[4], saved, v[5]);
 		return EXIT_OK;
 	}
-	printf("%s (btrfs %s): shared extent cache %s\n", mnt, uuid,
+	printf("%s (btrfs %s): shared extent cache %s\n", mnt[0] ? mnt : *path, uuid,
 	       on < 0 ? "state unknown (no mount id in this kernel)" :
 	       on ? "on" : "off (mount -o remount,shared_cache turns it on)");
 	printf("  resident       %s (%" PRIu64 " pages)\n",
 	       human(v[0] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[0]);
-	printf("  hits / misses  %" PRIu64 " / %" PRIu64 " (%.1f%% hits)\n", v[1], v[2],
-	       ratio * 100);
+	printf("  hits / misses  %" PRIu64 " / %" PRIu64, v[1], v[2]);
+	if (lookups)
+		printf(" (%.1f%% hits)\n", 100.0 * v[1] / lookups);
+	else
+		printf(" (no lookups yet)\n");
 	printf("  served         %s, of which %s filled from disk\n",
 	       human(v[4], h2, sizeof(h2)), human(v[3], h3, sizeof(h3)));
 	printf("  saved          %s of disk reads and page cache copies\n",
@@ -1251,14 +1271,16 @@ static int run_stat(int argc, char **argv, char *mnt, size_t mnt_len)
 
 static int cmd_stat(int argc, char **argv)
 {
-	char mnt[PATH_MAX] = "";
-	int rc = run_stat(argc, argv, mnt, sizeof(mnt));
+	const char *path = NULL;
+	int rc = run_stat(argc, argv, &path);
 
 	if (rc < 0)
 		return EXIT_OK;		/* --help */
+	/* The mount point is known only once the counters are read. */
 	if (rc && json) {
 		json_begin(rc);
-		json_field("mountpoint", mnt[0] ? mnt : NULL);
+		json_field("path", path);
+		json_field("mountpoint", NULL);
 		puts("}");
 	}
 	return rc;
