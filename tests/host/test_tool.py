@@ -747,6 +747,17 @@ def test_one_call(fs, args):
     assert fsutil.sha256_file(fs / "dst") == fsutil.sha256(data)
 
 
+def test_lowercase_suffixes_are_accepted_and_documented(fs):
+    data = fsutil.pattern(MiB, seed="lower")
+    fsutil.write_file(fs / "src", data)
+    for length in ("1m", "1024k", "1024kiB", "1M"):
+        summary = json_run("clone", "--json", "--length", length, fs / "src", fs / "dst",
+                           check=0)
+        assert summary["bytes"] == MiB
+    for doc in (tool("--help", check=0).stdout, (TOOL.parent / "pcshare.1").read_text()):
+        assert "either case" in doc
+
+
 def test_dst_directory_means_its_entry_named_after_src(fs):
     data = fsutil.pattern(MiB + 7, seed="dir")
     fsutil.write_file(fs / "src", data)

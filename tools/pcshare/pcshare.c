@@ -76,8 +76,8 @@ static void usage(FILE *f)
 "       readers and writers of both files never wait long. Uses FICLONERANGE2\n"
 "       where the kernel has it, else a FICLONERANGE loop whose chunk adapts\n"
 "       to the budget. A DST that is a directory means DST/basename(SRC).\n"
-"       Sizes are digits with an optional K, M, G or T (or KiB, MiB, GiB,\n"
-"       TiB) suffix, powers of 1024.\n"
+"       Sizes are digits with an optional K, M, G or T suffix, in either case\n"
+"       and optionally followed by iB (4k, 4K, 4KiB), powers of 1024.\n"
 "  --offset N       start in SRC (default 0)\n"
 "  --length N       bytes to clone (default or 0: to SRC's end)\n"
 "  --dest-offset N  start in DST (default: same as --offset)\n"
@@ -160,7 +160,8 @@ static double now(void)
 }
 
 /*
- * Digits and, if suffix, one of K M G T, optionally followed by "iB":
+ * Digits and, if suffix, one of K M G T in either case (as dd and
+ * truncate take them), optionally followed by "iB":
  * strtoull() alone would take " -1" and "+4096" too.
  */
 static int parse_size(const char *s, uint64_t *out, bool suffix)
