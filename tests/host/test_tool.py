@@ -885,3 +885,9 @@ def test_stat_json_error_names_the_path_not_a_mountpoint(fs):
     assert (stats["path"], stats["mountpoint"]) == (str(fs / "nope"), None)
     stats = json_run("--json", "stat", check=2)
     assert (stats["path"], stats["mountpoint"]) == (None, None)
+
+
+def test_stat_of_a_fifo_is_refused_without_hanging(fs):
+    os.mkfifo(fs / "fifo")
+    res = tool("stat", fs / "fifo", check=2)
+    assert res.stderr == f"pcshare: {fs / 'fifo'}: neither a directory nor a regular file\n"

@@ -826,10 +826,10 @@ static int open_dst(struct clone_job *job)
  */
 static void remove_created_dst(struct clone_job *job)
 {
-	struct stat st, now;
+	struct stat st, mine;
 
-	if (job->created && fstat(job->dst_fd, &now) == 0 && now.st_size == 0 &&
-	    stat(job->dst_path, &st) == 0 && st.st_dev == now.st_dev && st.st_ino == now.st_ino)
+	if (job->created && fstat(job->dst_fd, &mine) == 0 && mine.st_size == 0 &&
+	    stat(job->dst_path, &st) == 0 && st.st_dev == mine.st_dev && st.st_ino == mine.st_ino)
 		unlink(job->dst_path);
 }
 
