@@ -14,7 +14,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone bench-lockhold soak dev-tree export-patches check-patches clean-cache
+.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items soak dev-tree export-patches check-patches clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> results/unshared.json"
 	@echo "make bench-clone     readers and a writer during clones -> results/clone.json, .png"
 	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> results/lockhold.json"
+	@echo "make bench-clone-items  extent items FICLONE and FICLONERANGE2 leave -> results/clone-items.json"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> results/soak.json"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
@@ -66,6 +67,9 @@ bench-clone: deps $(TOOL)
 
 bench-lockhold: deps
 	$(PYTHON) bench/lockhold.py $(BENCH_ARGS)
+
+bench-clone-items: deps
+	$(PYTHON) bench/clone_items.py $(BENCH_ARGS)
 
 # The soak in a guest on a scratch disk; results/soak.json also when it fails.
 SOAK_OUT := $(PCSHARE_CACHE)/soak

@@ -270,6 +270,15 @@ def memory_cgroup(name, limit):
         group.rmdir()
 
 
+@contextlib.contextmanager
+def bench_btrfs(args):
+    """A fresh btrfs on args.device, mounted with args.mount_options, for a
+    guest-side benchmark (bench_arg_parser's arguments); yields its mount."""
+    mkfs("btrfs", args.device)
+    with mounted(args.device, "/run/pcshare-bench", args.mount_options) as mnt:
+        yield mnt
+
+
 def bench_arg_parser(description):
     """Arguments every guest-side benchmark takes: a device to make a btrfs
     on, a file size, mount options and where to write its JSON."""
