@@ -10,7 +10,6 @@ dump-tree` after a sync, and writes them as JSON.
 """
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -39,15 +38,6 @@ def clone(src, dst, kwargs):
         return calls
 
 
-def extent_items(device, inodes):
-    out = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", "5", device)
-    counts = dict.fromkeys(inodes, 0)
-    for ino in re.findall(r"key \((\d+) EXTENT_DATA \d+\)", out):
-        if int(ino) in counts:
-            counts[int(ino)] += 1
-    return counts
-
-
 def main():
     ap = fsutil.bench_arg_parser(__doc__)
     args = ap.parse_args()
@@ -59,7 +49,7 @@ def main():
         names = ["src", *METHODS]
         inodes = {name: os.stat(mnt / name).st_ino for name in names}
         fsutil.run("btrfs", "filesystem", "sync", str(mnt))
-        counts = extent_items(args.device, inodes.values())
+        counts = fsutil.btrfs_extent_items(args.device, inodes.values())
     result = {"file_size": args.size,
               "items": {name: counts[inodes[name]] for name in names},
               "calls": calls}

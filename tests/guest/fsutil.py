@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import mmap
 import os
+import re
 import struct
 import subprocess
 from pathlib import Path
@@ -241,6 +242,18 @@ def btrfs_health_problems(mountpoint, log):
                 for key, value in btrfs_device_stats(mountpoint).items() if value]
     problems += [line for line in log.read() if any(m in line for m in CSUM_MESSAGES)]
     return problems
+
+
+def btrfs_extent_items(device, inodes, tree="5"):
+    """How many file extent (EXTENT_DATA) items each inode number has in one
+    subvolume tree (default: the top level), from `btrfs inspect-internal
+    dump-tree`; sync the filesystem first."""
+    out = run("btrfs", "inspect-internal", "dump-tree", "-t", str(tree), device)
+    counts = dict.fromkeys(inodes, 0)
+    for ino in re.findall(r"key \((\d+) EXTENT_DATA \d+\)", out):
+        if int(ino) in counts:
+            counts[int(ino)] += 1
+    return counts
 
 
 def btrfs_physical(device, logical):

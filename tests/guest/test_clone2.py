@@ -449,3 +449,104 @@ def test_readers_of_every_kind_progress_during_a_long_clone(fs):
         assert bad == 0, kind
         assert during >= 3, (kind, during, t1 - t0)
     assert sha256_file(fs / "dst") == sha256(data)
+
+
+def _clone_in_pieces(src, dst, how):
+    """Clone all of src into dst the way `how` says; returns the calls made."""
+    size = os.path.getsize(src)
+    with open(src, "rb") as s, open(dst, "wb") as d:
+        if how == "ficlonerange_per_mib":
+            for off in range(0, size, MiB):
+                fsutil.ficlonerange(s.fileno(), d.fileno(), off, MiB, off)
+            return size // MiB
+        kwargs = {"clone2_1m_chunks": dict(chunk_size=MiB), "clone2_adaptive": {}}[how]
+        args = CloneRange2(s.fileno(), **kwargs)
+        calls = 1
+        while args.call(d.fileno()):
+            calls += 1
+        return calls
+
+
+@pytest.fixture
+def btrfs_checked(scratch_dev, tmp_path):
+    """A fresh btrfs that must pass `btrfs check` (extent references against
+    file extent items) after the test unmounts it."""
+    fsutil.mkfs("btrfs", scratch_dev)
+    log = fsutil.KernelLog()
+    try:
+        with fsutil.mounted(scratch_dev, tmp_path / "mnt") as mnt:
+            yield mnt
+            problems = fsutil.btrfs_health_problems(mnt, log)
+            assert not problems, f"btrfs reported errors: {problems}"
+    finally:
+        log.close()
+    fsutil.run("btrfs", "check", "--readonly", scratch_dev)
+
+
+@pytest.mark.parametrize("how", ["clone2_1m_chunks", "clone2_adaptive",
+                                 "ficlonerange_per_mib"])
+def test_pieces_of_one_extent_stay_one_item(btrfs_checked, scratch_dev, how):
+    """A clone made of many calls leaves as many file extent items in its
+    destination as its source has (before the fix, one per chunk boundary
+    inside a source extent), with the same data, and the destination's
+    extents still work as extents: overwrite, then clone again."""
+    mnt = btrfs_checked
+    data = fsutil.pattern(64 * MiB, "pieces")
+    fsutil.write_file(mnt / "src", data)
+    calls = _clone_in_pieces(mnt / "src", mnt / "dst", how)
+    fsutil.run("btrfs", "filesystem", "sync", str(mnt))
+    inodes = {n: os.stat(mnt / n).st_ino for n in ("src", "dst")}
+    items = fsutil.btrfs_extent_items(scratch_dev, inodes.values())
+    src_items, dst_items = items[inodes["src"]], items[inodes["dst"]]
+    print(f"{how}: {calls} calls, source {src_items} items, destination {dst_items}")
+    assert dst_items == src_items
+    with open(mnt / "dst", "r+b") as f:
+        os.pwrite(f.fileno(), b"x" * BS, 10 * MiB)
+        os.fsync(f.fileno())
+    _clone_in_pieces(mnt / "dst", mnt / "dst2", how)
+    fsutil.drop_caches()
+    expect = data[:10 * MiB] + b"x" * BS + data[10 * MiB + BS:]
+    assert sha256_file(mnt / "src") == sha256(data)
+    assert sha256_file(mnt / "dst") == sha256(expect)
+    assert sha256_file(mnt / "dst2") == sha256(expect)
+
+
+def test_pieces_that_do_not_continue_stay_apart(btrfs_checked, scratch_dev):
+    """Pieces of one extent that are not contiguous in it, or that land
+    out of order, keep items of their own: each destination range reads
+    what was cloned to it."""
+    mnt = btrfs_checked
+    data = fsutil.pattern(8 * MiB, "apart")
+    fsutil.write_file(mnt / "src", data)
+    order = [(0, 0), (2, 1), (1, 2), (5, 4), (4, 3)]   # (source MiB, destination MiB)
+    with open(mnt / "src", "rb") as s, open(mnt / "dst", "wb") as d:
+        for src_mib, dst_mib in order:
+            fsutil.ficlonerange(s.fileno(), d.fileno(), src_mib * MiB, MiB, dst_mib * MiB)
+    fsutil.drop_caches()
+    expect = bytearray(5 * MiB)
+    for src_mib, dst_mib in order:
+        expect[dst_mib * MiB:(dst_mib + 1) * MiB] = data[src_mib * MiB:(src_mib + 1) * MiB]
+    assert sha256_file(mnt / "dst") == sha256(bytes(expect))
+
+
+def test_snapshot_taken_between_pieces_keeps_its_view(btrfs_checked, scratch_dev):
+    """Growing an item in a leaf that a snapshot shares must copy the leaf:
+    the snapshot keeps the first piece only, the live file gets both, in one
+    item."""
+    mnt = btrfs_checked
+    fsutil.run("btrfs", "subvolume", "create", str(mnt / "vol"))
+    data = fsutil.pattern(4 * MiB, "snap")
+    fsutil.write_file(mnt / "vol/src", data)
+    with open(mnt / "vol/src", "rb") as s, open(mnt / "vol/dst", "wb") as d:
+        fsutil.ficlonerange(s.fileno(), d.fileno(), 0, 2 * MiB, 0)
+        os.fsync(d.fileno())
+        fsutil.run("btrfs", "subvolume", "snapshot", "-r", str(mnt / "vol"), str(mnt / "ro"))
+        fsutil.ficlonerange(s.fileno(), d.fileno(), 2 * MiB, 2 * MiB, 2 * MiB)
+    fsutil.run("btrfs", "filesystem", "sync", str(mnt))
+    vol_id = fsutil.run("btrfs", "inspect-internal", "rootid", str(mnt / "vol")).strip()
+    inodes = [os.stat(mnt / "vol" / n).st_ino for n in ("src", "dst")]
+    items = fsutil.btrfs_extent_items(scratch_dev, inodes, tree=vol_id)
+    assert items[inodes[0]] == items[inodes[1]], items
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "ro/dst") == sha256(data[:2 * MiB])
+    assert sha256_file(mnt / "vol/dst") == sha256(data)
