@@ -14,7 +14,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items soak dev-tree export-patches check-patches clean-cache
+.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit soak dev-tree export-patches check-patches clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
@@ -23,6 +23,11 @@ help:
 	@echo "make bench-clone     readers and a writer during clones -> results/clone.json, .png"
 	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> results/lockhold.json"
 	@echo "make bench-clone-items  extent items FICLONE and FICLONERANGE2 leave -> results/clone-items.json"
+	@echo "make bench-containers   N containers (snapshots of a python image): cache growth, disk bytes"
+	@echo "                     -> results/containers.json, results/containers.png"
+	@echo "make bench-vm        a disk image cloned 8 times, read by fio engines -> results/vm.json, .png"
+	@echo "make bench-mix       the seed report's Figures 2-8 (fio on a parent and clones) -> results/mix.json, .png"
+	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> results/hit.json"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> results/soak.json"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
@@ -70,6 +75,18 @@ bench-lockhold: deps
 
 bench-clone-items: deps
 	$(PYTHON) bench/clone_items.py $(BENCH_ARGS)
+
+bench-containers: deps
+	$(PYTHON) bench/containers.py $(BENCH_ARGS)
+
+bench-vm: deps
+	$(PYTHON) bench/vm.py $(BENCH_ARGS)
+
+bench-mix: deps
+	$(PYTHON) bench/mix.py $(BENCH_ARGS)
+
+bench-hit: deps
+	$(PYTHON) bench/hit.py $(BENCH_ARGS)
 
 # The soak in a guest on a scratch disk; results/soak.json also when it fails.
 SOAK_OUT := $(PCSHARE_CACHE)/soak

@@ -9,7 +9,6 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
@@ -27,44 +26,9 @@ def read_all(path):
         os.close(fd)
 
 
-def write_source(path, size):
-    with open(path, "wb") as f:
-        for i in range(0, size, CHUNK):
-            f.write(fsutil.pattern(min(CHUNK, size - i), f"demo:{i}"))
-        os.fsync(f.fileno())
-
-
 def clone(src, dst):
     with open(src, "rb") as s, open(dst, "wb") as d:
         fsutil.ficlone(s.fileno(), d.fileno())
-
-
-class Meter:
-    def __init__(self, device):
-        self.device = device
-
-    def shared_cache(self):
-        try:
-            return fsutil.shared_cache_stats(self.device)
-        except FileNotFoundError:  # a kernel without the shared extent cache
-            return None
-
-    def measure(self, fn):
-        disk0, cached0 = fsutil.disk_read_bytes(self.device), fsutil.meminfo("Cached")
-        sc0 = self.shared_cache()
-        t0 = time.monotonic()
-        fn()
-        seconds = time.monotonic() - t0
-        row = {"seconds": round(seconds, 4),
-               "disk_read_bytes": fsutil.disk_read_bytes(self.device) - disk0,
-               "cache_growth_bytes": fsutil.meminfo("Cached") - cached0}
-        sc1 = self.shared_cache()
-        if sc0 is not None and sc1 is not None:
-            # Counter deltas over the step; resident bytes at its end.
-            row["shared_cache"] = {k: sc1[k] - sc0[k] for k in
-                                   ("hits", "misses", "bytes_filled", "bytes_served")}
-            row["shared_cache"]["resident_bytes"] = sc1["resident_pages"] * 4096
-        return row
 
 
 def main():
@@ -73,12 +37,12 @@ def main():
     args = ap.parse_args()
 
     fsutil.mkfs("btrfs", args.device)
-    meter = Meter(args.device)
+    meter = fsutil.Meter(args.device)
     kernel = platform.release()
     with fsutil.mounted(args.device, "/run/pcshare-demo", args.mount_options) as mnt:
         src = mnt / "source"
         print(f"demo: writing {args.size >> 20} MiB", flush=True)
-        write_source(src, args.size)
+        fsutil.write_patterned(src, args.size, "demo")
         fsutil.drop_caches()
         runs = []
 

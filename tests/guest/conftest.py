@@ -19,6 +19,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "clone2: needs the pcshare kernel's FICLONERANGE2 and "
                             "btrfs clone locking")
     config.addinivalue_line("markers", "xfs: runs on XFS (set by the fixtures, or by hand)")
+    config.addinivalue_line("markers", "bench_smoke: short runs of the benchmarks' guest sides")
     config.addinivalue_line("markers", "corrupts: corrupts blocks on purpose, so the fixture "
                             "expects checksum errors")
     if not os.environ.get("PCSHARE_DISKS"):

@@ -13,6 +13,7 @@ import os
 import re
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 # include/uapi/linux/fs.h
@@ -127,6 +128,15 @@ def write_file(path, data, sync=True):
             os.fsync(f.fileno())
 
 
+def write_patterned(path, size, tag):
+    """Write a SIZE-byte file of distinct data, one MiB at a time (so any
+    size fits in memory), and fsync it."""
+    with open(path, "wb") as f:
+        for i in range(0, size, 1 << 20):
+            f.write(pattern(min(1 << 20, size - i), f"{tag}:{i}"))
+        os.fsync(f.fileno())
+
+
 def sha256_file(path, offset=0, length=None, direct=False):
     h = hashlib.sha256()
     flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
@@ -231,6 +241,55 @@ def shared_cache_stats(device):
     return {p.name: int(p.read_text()) for p in directory.iterdir()}
 
 
+def load_fio(directory):
+    """Run fio once on a small file in `directory`: after caches are dropped
+    its binary and libraries (tens of MiB on Debian, which links it with
+    ceph and gluster) come back into the page cache, and a benchmark must
+    not count them as its files' growth."""
+    warm = Path(directory) / "fio-warm"
+    warm.write_bytes(bytes(1 << 16))
+    run("fio", "--name=warm", f"--filename={warm}", "--rw=read", "--bs=4k",
+        "--output=/dev/null")
+
+
+class Meter:
+    """Measures a step on one btrfs device: wall time, bytes read from the
+    device, page cache growth and, on a kernel with it, the shared extent
+    cache counters' deltas."""
+
+    def __init__(self, device):
+        self.device = device
+
+    @staticmethod
+    def file_cache():
+        """Page cache of files: 'Cached' counts shared memory too, which
+        a tool such as fio allocates and frees around its run."""
+        return meminfo("Cached") - meminfo("Shmem")
+
+    def shared_cache(self):
+        try:
+            return shared_cache_stats(self.device)
+        except FileNotFoundError:  # a kernel without the shared extent cache
+            return None
+
+    def measure(self, fn):
+        disk0, cached0 = disk_read_bytes(self.device), self.file_cache()
+        sc0 = self.shared_cache()
+        t0 = time.monotonic()
+        fn()
+        seconds = time.monotonic() - t0
+        row = {"seconds": round(seconds, 4),
+               "disk_read_bytes": disk_read_bytes(self.device) - disk0,
+               "cache_growth_bytes": self.file_cache() - cached0}
+        sc1 = self.shared_cache()
+        if sc0 is not None and sc1 is not None:
+            # Counter deltas over the step; resident bytes at its end.
+            row["shared_cache"] = {k: sc1[k] - sc0[k] for k in
+                                   ("hits", "misses", "bytes_filled", "bytes_served")}
+            row["shared_cache"]["resident_bytes"] = sc1["resident_pages"] * 4096
+        return row
+
+
 CSUM_MESSAGES = ("csum failed", "csum hole")
 
 
@@ -292,13 +351,14 @@ def bench_btrfs(args):
         yield mnt
 
 
-def bench_arg_parser(description):
+def bench_arg_parser(description, size=True):
     """Arguments every guest-side benchmark takes: a device to make a btrfs
     on, a file size, mount options and where to write its JSON."""
     import argparse
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--device", required=True)
-    ap.add_argument("--size", type=int, required=True, help="file size in bytes")
+    if size:
+        ap.add_argument("--size", type=int, required=True, help="file size in bytes")
     ap.add_argument("--mount-options", default="")
     ap.add_argument("--json", required=True, help="output file")
     return ap

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""`make bench-containers`: container images on btrfs snapshots.
+
+Boots the stock and the pcshare kernel (shared_cache) in turn; each runs
+bench/containers_guest.py: an image built from the host's python3, its
+standard library and libraries in one subvolume, N containers as snapshots
+(N = 1, 2, 4, 8), and per N two steps with caches dropped first:
+read_all (read every file of every container) and entrypoint (the
+interpreter, chrooted, imports ~60 standard modules in each container).
+Also one container of the image beside one of an "upgraded" image that
+rewrote every 4th file. Writes results/containers.json
+
+    {"image_bytes": int, "image_files": int, "runs": [{"kernel", "step",
+     "containers", "cache_growth_bytes", "disk_read_bytes", "seconds",
+     "shared_cache": {...}}]}
+
+and results/containers.png (cache growth against N, per kernel and step).
+Byte counts are exact under emulation; compare times only within a run.
+"""
+import argparse
+import sys
+
+import guestbench
+
+TOP = guestbench.TOP
+MiB = 1 << 20
+
+
+def table(result):
+    image = result["image_bytes"]
+    in_images = [(title, lambda r, f=field: f"{r[f] / image:.2f}x")
+                 for title, field in (("cache", "cache_growth_bytes"),
+                                      ("disk", "disk_read_bytes"))]
+    return guestbench.side_by_side(result["runs"], ("step", "containers"), in_images)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--containers", default="1,2,4,8", help="values of N (default 1,2,4,8)")
+    ap.add_argument("--kernels", default="stock,pcshare")
+    ap.add_argument("--out", default=str(TOP / "results/containers.json"))
+    ap.add_argument("--plot", default=str(TOP / "results/containers.png"))
+    args = ap.parse_args()
+    try:
+        counts = [int(n) for n in args.containers.split(",")]
+        assert counts and min(counts) > 0
+    except (ValueError, AssertionError):
+        ap.error(f"--containers: expected positive integers like 1,2,4,8, got {args.containers!r}")
+    kernels = [k for k in args.kernels.split(",") if k]
+    for kernel in kernels:
+        guestbench.vm.build_kernel(kernel)
+
+    result = {"runs": [], **guestbench.provenance()}
+    for kernel in kernels:
+        print(f"== {kernel}", flush=True)
+        got = guestbench.run("containers", kernel, ["--containers", args.containers],
+                             disk="4G", mem="4G")
+        runs = got.pop("runs")
+        result["runs"] += [{"kernel": kernel, **r} for r in runs]
+        result.setdefault("kernel_release", {})[kernel] = got.pop("kernel_release")
+        got.pop("mount_options")
+        result.update(got)
+    print(f"\nimage: {result['image_files']} files, {result['image_bytes'] / MiB:.1f} MiB; "
+          "cache growth and disk bytes in images")
+    return guestbench.finish("containers", result, table(result), args.out, args.plot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Container images on btrfs snapshots, inside a guest.
+
+Builds an image from the host's own files (the guest's root is the host's /
+over 9p): Debian's python3 interpreter, its standard library with compiled
+bytecode, and every shared library the interpreter and its extension
+modules link, laid out so that the image can be chrooted into. The image is
+one subvolume; containers are writable snapshots of it, and an "upgraded"
+image is a snapshot in which every UPGRADE_EVERY-th file was rewritten (the
+same bytes in new extents, as a layered image store's new version of a file
+that changed).
+
+For each N, with caches dropped first, two steps are measured over N
+containers (fsutil.Meter: page cache growth, bytes read from the disk,
+shared cache counters, time):
+  read_all    read every file of every container with read(2)
+  entrypoint  in every container, chrooted, the interpreter imports a good
+              part of its standard library (exec, mmap of the libraries,
+              read of the bytecode), as a container start does
+and both again over one container of the image and one of the upgraded
+image (steps read_all_upgrade and entrypoint_upgrade).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
+import fsutil  # noqa: E402
+
+INTERPRETER = "/usr/bin/python3"
+UPGRADE_EVERY = 4
+# Modules a service might import at start: pure Python and extension
+# modules that link libssl, libsqlite3, libffi, libmpdec, liblzma, libbz2.
+ENTRYPOINT_MODULES = (
+    "argparse asyncio base64 bz2 collections concurrent.futures contextlib csv "
+    "ctypes dataclasses datetime decimal difflib email.mime.text email.parser "
+    "enum fractions functools gzip hashlib heapq hmac html.parser http.client "
+    "http.server inspect ipaddress json logging.handlers lzma mimetypes "
+    "multiprocessing pathlib pickle pydoc random re secrets shlex shutil "
+    "socket sqlite3 ssl statistics string subprocess tarfile tempfile textwrap "
+    "threading tomllib typing unittest urllib.request uuid xml.dom.minidom "
+    "xml.etree.ElementTree zipfile zoneinfo").split()
+SMOKE_MODULES = "json hashlib decimal".split()
+ENTRYPOINT = ("import sys, importlib; mods = sys.argv[1:]\n"
+              "for m in mods: importlib.import_module(m)\n"
+              "import hashlib; print('entrypoint ok', len(mods),"
+              " hashlib.sha256(' '.join(mods).encode()).hexdigest()[:16])")
+
+
+def install(path, root):
+    """Copy host file `path` into image `root` at the same path, recreating
+    every symlink on the way (Debian's /lib64 -> usr/lib64, libfoo.so.1 ->
+    libfoo.so.1.2.3) so the dynamic loader finds what it looks for."""
+    parts = Path(os.path.abspath(path)).parts[1:]
+    current = Path("/")
+    for i, part in enumerate(parts):
+        current = current / part
+        if current.is_symlink():
+            link = os.readlink(current)
+            if os.path.isabs(link):   # keep it inside the image
+                link = os.path.relpath(link, current.parent)
+            target = root / current.relative_to("/")
+            if not target.is_symlink():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(link)
+            real = Path(os.path.normpath(current.parent / link))
+            install(real.joinpath(*parts[i + 1:]), root)
+            return
+    target = root / current.relative_to("/")
+    if current.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+    elif not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(current, target)
+
+
+def linked_libraries(binaries):
+    """Paths of the shared libraries (and loader) that `binaries` need."""
+    libs = set()
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            words = line.split()
+            if "=>" in words and len(words) > words.index("=>") + 1:
+                lib = words[words.index("=>") + 1]
+                if lib.startswith("/"):
+                    libs.add(lib)
+            elif words and words[0].startswith("/"):
+                libs.add(words[0])
+    return sorted(libs)
+
+
+def build_image(root):
+    """Fill subvolume `root`; returns (files, bytes) of the regular files."""
+    out = subprocess.run([INTERPRETER, "-c", "import sysconfig;"
+                          "print(sysconfig.get_paths()['stdlib'])"],
+                         capture_output=True, text=True, check=True).stdout
+    stdlib = Path(out.strip())
+    install(INTERPRETER, root)
+    skip = {"test", "idlelib", "tkinter", "turtledemo", "site-packages", "dist-packages",
+            "lib2to3", "ensurepip"}
+    modules = []
+    for dirpath, dirnames, filenames in os.walk(stdlib):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            install(path, root)
+            if name.endswith(".so"):
+                modules.append(path)
+    for lib in linked_libraries([Path(INTERPRETER).resolve(), *modules]):
+        install(lib, root)
+    files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def upgrade(image):
+    """Rewrite every UPGRADE_EVERY-th regular file of `image` in place (new
+    extents, same bytes); returns the bytes rewritten."""
+    files = sorted(p for p in image.rglob("*") if p.is_file() and not p.is_symlink())
+    rewritten = 0
+    for path in files[::UPGRADE_EVERY]:
+        data = path.read_bytes()
+        with open(path, "r+b") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        rewritten += len(data)
+    return rewritten
+
+
+def read_all(roots):
+    for root in roots:
+        for dirpath, _, filenames in os.walk(root):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if os.path.islink(path):
+                    continue
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    while os.read(fd, 1 << 20):
+                        pass
+                finally:
+                    os.close(fd)
+
+
+def entrypoint(roots, modules):
+    """Run the entrypoint chrooted in each root; every one must print the
+    same line, naming all the modules it imported."""
+    for root in roots:
+        proc = subprocess.run([INTERPRETER, "-I", "-B", "-c", ENTRYPOINT, *modules],
+                              preexec_fn=lambda r=str(root): (os.chroot(r), os.chdir("/")),
+                              capture_output=True, text=True,
+                              env={"PATH": "/usr/bin", "LANG": "C.UTF-8"})
+        if proc.returncode != 0 or not proc.stdout.startswith(f"entrypoint ok {len(modules)} "):
+            raise SystemExit(f"entrypoint in {root} failed ({proc.returncode}): "
+                             f"{proc.stdout}{proc.stderr}")
+
+
+def main():
+    ap = fsutil.bench_arg_parser(__doc__, size=False)
+    ap.add_argument("--containers", default="1,2,4,8", help="values of N")
+    ap.add_argument("--smoke", action="store_true",
+                    help="N = 1, 2 and three modules (the test suite's run)")
+    args = ap.parse_args()
+    counts = [1, 2] if args.smoke else [int(n) for n in args.containers.split(",")]
+    modules = SMOKE_MODULES if args.smoke else ENTRYPOINT_MODULES
+    meter = fsutil.Meter(args.device)
+    runs = []
+    with fsutil.bench_btrfs(args) as mnt:
+        fsutil.run("btrfs", "subvolume", "create", str(mnt / "image"))
+        files, size = build_image(mnt / "image")
+        fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "image"), str(mnt / "image-v2"))
+        rewritten = upgrade(mnt / "image-v2")
+        for i in range(max(counts)):
+            fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "image"), str(mnt / f"c{i}"))
+        fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "image-v2"), str(mnt / "u0"))
+        print(f"containers: image {files} files, {size >> 20} MiB; upgrade rewrote "
+              f"{rewritten >> 20} MiB", flush=True)
+
+        def record(step, n, roots, fn):
+            fsutil.drop_caches()
+            row = {"step": step, "containers": n, **meter.measure(lambda: fn(roots))}
+            runs.append(row)
+            print(f"containers: {step:18} N={n}  cache +{row['cache_growth_bytes'] >> 20:5} MiB"
+                  f"  disk {row['disk_read_bytes'] >> 20:5} MiB  {row['seconds']:7.2f} s",
+                  flush=True)
+
+        for n in counts:
+            roots = [mnt / f"c{i}" for i in range(n)]
+            record("read_all", n, roots, read_all)
+            record("entrypoint", n, roots, lambda r: entrypoint(r, modules))
+        pair = [mnt / "c0", mnt / "u0"]
+        record("read_all_upgrade", 2, pair, read_all)
+        record("entrypoint_upgrade", 2, pair, lambda r: entrypoint(r, modules))
+    result = {"image_bytes": size, "image_files": files, "upgrade_bytes_rewritten": rewritten,
+              "upgrade_every": UPGRADE_EVERY, "entrypoint_modules": modules,
+              "kernel_release": os.uname().release, "mount_options": args.mount_options,
+              "runs": runs}
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

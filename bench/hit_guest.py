@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The cost of a hit, inside a guest: fio on a clone whose data is all in
+memory (bench/jobs/hot-read.fio, psync): 4 KiB and 64 KiB random reads and
+1 MiB sequential reads, SAMPLES times each.
+
+The clone is read through twice before the first sample. On stock its own
+page cache then holds it; on pcshare (shared_cache) the shared extent cache
+holds it and every read looks up the extent and copies from there. Checks
+that the samples read no disk, and writes IOPS per sample as JSON.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
+import fsutil  # noqa: E402
+
+JOB = Path(__file__).resolve().parent / "jobs/hot-read.fio"
+WORKLOADS = {"rand_4k": ("randread", "4k"), "rand_64k": ("randread", "64k"),
+             "seq_1m": ("read", "1m")}
+MiB = 1 << 20
+
+
+def read_through(path):
+    with open(path, "rb", buffering=0) as f:
+        while f.read(MiB):
+            pass
+
+
+def main():
+    ap = fsutil.bench_arg_parser(__doc__)
+    ap.add_argument("--samples", type=int, default=3)
+    ap.add_argument("--runtime", type=int, default=5, help="seconds per sample")
+    args = ap.parse_args()
+    samples = []
+    with fsutil.bench_btrfs(args) as mnt:
+        fsutil.write_patterned(mnt / "file", args.size, "hit")
+        with open(mnt / "file", "rb") as s, open(mnt / "clone", "wb") as d:
+            fsutil.ficlone(s.fileno(), d.fileno())
+        fsutil.drop_caches()
+        for _ in range(2):
+            read_through(mnt / "clone")
+        for _ in range(args.samples):
+            for name, (rw, bs) in WORKLOADS.items():
+                env = dict(os.environ, FILE=str(mnt / "clone"), RW=rw, BS=bs,
+                           RUNTIME=str(args.runtime))
+                disk0 = fsutil.disk_read_bytes(args.device)
+                out = subprocess.run(["fio", "--output-format=json", str(JOB)], env=env,
+                                     check=True, capture_output=True, text=True).stdout
+                disk = fsutil.disk_read_bytes(args.device) - disk0
+                iops = json.loads(out[out.index("{"):])["jobs"][0]["read"]["iops"]
+                samples.append({"workload": name, "iops": round(iops, 1),
+                                "disk_read_bytes": disk})
+                print(f"hit: {name:8} {iops:10.0f} IOPS  disk {disk} bytes", flush=True)
+        stats = None
+        try:
+            stats = fsutil.shared_cache_stats(args.device)
+        except FileNotFoundError:
+            pass
+    Path(args.json).write_text(json.dumps(
+        {"file_size": args.size, "kernel_release": os.uname().release,
+         "mount_options": args.mount_options, "shared_cache": stats,
+         "samples": samples}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

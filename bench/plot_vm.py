@@ -1,0 +1,35 @@
+#!/usr/bin/python3
+"""Plot results/vm.json: page cache growth and disk bytes (in images) after
+N clones, per fio engine, stock against pcshare. usage: plot_vm.py JSON PNG"""
+import sys
+
+from plotting import main, plt
+
+
+def draw(result):
+    image = result["image_bytes"]
+    engines = list(dict.fromkeys(r["engine"] for r in result["runs"]))
+    fig, axes = plt.subplots(2, len(engines), figsize=(4 * len(engines), 7),
+                             sharey="row", squeeze=False)
+    for col, engine in enumerate(engines):
+        for row, (key, label) in enumerate((("cache_growth_bytes", "page cache growth"),
+                                            ("disk_read_bytes", "disk bytes read"))):
+            ax = axes[row][col]
+            for kernel, marker in (("stock", "o"), ("pcshare", "s")):
+                for access, line in (("seq", "-"), ("rand", "--")):
+                    pts = sorted((r["clones"], r[key] / image) for r in result["runs"]
+                                 if (r["kernel"], r["engine"], r["access"])
+                                 == (kernel, engine, access))
+                    if pts:
+                        ax.plot(*zip(*pts), marker + line, label=f"{kernel} {access}")
+            ax.set_title(f"{engine}: {label}")
+            ax.set_xlabel("clones read")
+            ax.grid(alpha=0.3)
+        axes[0][col].legend(fontsize=8)
+    for row, label in enumerate(("cache growth / image", "disk bytes / image")):
+        axes[row][0].set_ylabel(label)
+    return fig
+
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__, draw))

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""VM disk images cloned with `cp --reflink`, inside a guest.
+
+Writes a raw disk image of --size bytes on a fresh btrfs (every byte
+written, so no read is of a hole) holding an ext4 filesystem filled with
+the host's python standard library (`mkfs.ext4 -d`), and clones it
+max(--clones) times with `cp --reflink=always`. Then, per fio engine
+(psync and io_uring buffered, libaio on O_DIRECT, mmap) and access
+(sequential 1 MiB, random 64 KiB: bench/jobs/vm-disk-read.fio reads every
+block once), caches are dropped and the clones are read one after the
+other the way a VM's disk backend reads its disk; page cache growth and
+disk bytes are recorded cumulatively after each N in --clones.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
+import fsutil  # noqa: E402
+
+JOB = Path(__file__).resolve().parent / "jobs/vm-disk-read.fio"
+ENGINES = {  # name: (fio ioengine, direct, iodepth)
+    "psync": ("psync", 0, 1),
+    "io_uring": ("io_uring", 0, 8),
+    "libaio_direct": ("libaio", 1, 8),
+    "mmap": ("mmap", 0, 1),
+}
+ACCESS = {"seq": ("read", "1m"), "rand": ("randread", "64k")}
+FILL_FROM = "/usr/lib/python3.11"
+MiB = 1 << 20
+
+
+def make_image(path, size):
+    with open(path, "wb") as f:
+        for _ in range(size // MiB):
+            f.write(bytes(MiB))
+        os.fsync(f.fileno())
+    # mkfs.ext4 discards a file by punching holes in it; a VM image that
+    # was written keeps its blocks (and no read of a hole skips the disk).
+    fsutil.run("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-d", FILL_FROM, str(path))
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def fio_read(path, engine, access):
+    ioengine, direct, depth = ENGINES[engine]
+    rw, bs = ACCESS[access]
+    env = dict(os.environ, FILE=str(path), ENGINE=ioengine, RW=rw, BS=bs,
+               DIRECT=str(direct), DEPTH=str(depth))
+    subprocess.run(["fio", "--output-format=json", str(JOB)], env=env, check=True,
+                   capture_output=True)
+
+
+def add(total, step):
+    """Accumulate fsutil.Meter rows: sums, but resident bytes as of the end."""
+    for key, value in step.items():
+        if isinstance(value, dict):
+            add(total.setdefault(key, {}), value)
+        elif key == "resident_bytes":
+            total[key] = value
+        else:
+            total[key] = round(total.get(key, 0) + value, 4)
+
+
+def main():
+    ap = fsutil.bench_arg_parser(__doc__)
+    ap.add_argument("--clones", default="1,4,8", help="values of N")
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    args = ap.parse_args()
+    counts = sorted(int(n) for n in args.clones.split(","))
+    engines = args.engines.split(",")
+    meter = fsutil.Meter(args.device)
+    runs = []
+    with fsutil.bench_btrfs(args) as mnt:
+        make_image(mnt / "base.img", args.size)
+        clones = [mnt / f"vm{i}.img" for i in range(counts[-1])]
+        for clone in clones:
+            fsutil.run("cp", "--reflink=always", str(mnt / "base.img"), str(clone))
+        fsutil.run("btrfs", "filesystem", "sync", str(mnt))
+        for engine in engines:
+            for access in ACCESS:
+                fsutil.drop_caches()
+                fsutil.load_fio(mnt)
+                total = {}
+                for i, clone in enumerate(clones, 1):
+                    step = meter.measure(lambda c=clone: fio_read(c, engine, access))
+                    add(total, step)
+                    if i in counts:
+                        row = {"engine": engine, "access": access, "clones": i, **total}
+                        runs.append(json.loads(json.dumps(row)))
+                        print(f"vm: {engine:14} {access:4} N={i}  cache +"
+                              f"{row['cache_growth_bytes'] >> 20:5} MiB  disk "
+                              f"{row['disk_read_bytes'] >> 20:5} MiB  {row['seconds']:7.2f} s",
+                              flush=True)
+    Path(args.json).write_text(json.dumps(
+        {"image_bytes": args.size, "kernel_release": os.uname().release,
+         "mount_options": args.mount_options, "runs": runs}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

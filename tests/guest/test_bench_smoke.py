@@ -1,0 +1,87 @@
+"""Short runs of the guest sides of the benchmarks (bench/*_guest.py), so a
+change that breaks one fails `make test` instead of the next benchmark run.
+Each checks the results file's shape and the byte counts that do not depend
+on timing: what was read came from the disk once per copy the kernel keeps.
+Not on the debug kernel (marker bench_smoke): it would only be slower."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BTRFS_OPTION_SETS
+
+pytestmark = pytest.mark.bench_smoke
+TOP = Path(__file__).resolve().parents[2]
+MiB = 1 << 20
+SHARED = "shared_cache" in BTRFS_OPTION_SETS
+
+
+def run_bench(name, scratch_dev, tmp_path, *args):
+    out = tmp_path / f"{name}.json"
+    command = [sys.executable, str(TOP / f"bench/{name}_guest.py"), "--device", scratch_dev,
+               "--json", str(out), *args]
+    if SHARED:
+        command += ["--mount-options", "shared_cache"]
+    subprocess.run(command, check=True, timeout=900)
+    return json.loads(out.read_text())
+
+
+def rows(result, **match):
+    found = [r for r in result["runs"] if all(r[k] == v for k, v in match.items())]
+    assert len(found) == 1, (match, result["runs"])
+    return found[0]
+
+
+def test_containers(scratch_dev, tmp_path):
+    result = run_bench("containers", scratch_dev, tmp_path, "--smoke")
+    image = result["image_bytes"]
+    assert result["image_files"] > 100 and image > 10 * MiB
+    one, two = rows(result, step="read_all", containers=1), rows(result, step="read_all",
+                                                                 containers=2)
+    assert 0.9 * image <= one["disk_read_bytes"] <= 1.2 * image
+    # A second snapshot's read: from the disk again on stock, from memory
+    # through the shared cache.
+    second = two["disk_read_bytes"] - one["disk_read_bytes"]
+    assert second < 0.05 * image if SHARED else second > 0.9 * image
+    for step in ("entrypoint", "read_all_upgrade", "entrypoint_upgrade"):
+        assert rows(result, step=step, containers=2)["seconds"] > 0
+
+
+def test_vm(scratch_dev, tmp_path):
+    result = run_bench("vm", scratch_dev, tmp_path, "--size", str(64 * MiB),
+                       "--clones", "1,2", "--engines", "psync,libaio_direct")
+    image = result["image_bytes"]
+    assert len(result["runs"]) == 8
+    for access in ("seq", "rand"):
+        one = rows(result, engine="psync", access=access, clones=1)
+        two = rows(result, engine="psync", access=access, clones=2)
+        assert one["disk_read_bytes"] >= 0.9 * image
+        second = two["disk_read_bytes"] - one["disk_read_bytes"]
+        assert second < 0.05 * image if SHARED else second >= 0.9 * image
+        # O_DIRECT reads every clone from the disk and caches nothing.
+        direct = rows(result, engine="libaio_direct", access=access, clones=2)
+        assert direct["disk_read_bytes"] >= 1.9 * image
+        assert direct["cache_growth_bytes"] < 0.05 * image
+
+
+def test_mix(scratch_dev, tmp_path):
+    result = run_bench("mix", scratch_dev, tmp_path, "--size", str(16 * MiB),
+                       "--io", str(256 * 1024), "--children", "1,2", "--figures", "2,7")
+    figures = {(r["figure"], r["children"], r["job"], r["kind"]) for r in result["runs"]}
+    assert figures == {(2, 1, "parent", "read"), (2, 1, "child", "read"),
+                       (7, 1, "child-read", "read"), (8, 1, "child-write", "write"),
+                       (7, 2, "child-read", "read"), (8, 2, "child-write", "write")}
+    for r in result["runs"]:
+        assert 0 < r["lat_ms"]["mean"] <= r["lat_ms"]["max"]
+
+
+def test_hit(scratch_dev, tmp_path):
+    result = run_bench("hit", scratch_dev, tmp_path, "--size", str(16 * MiB),
+                       "--samples", "1", "--runtime", "1")
+    assert {s["workload"] for s in result["samples"]} == {"rand_4k", "rand_64k", "seq_1m"}
+    for s in result["samples"]:
+        assert s["iops"] > 0 and s["disk_read_bytes"] == 0, s
+    if SHARED:
+        assert result["shared_cache"]["hits"] > 0
