@@ -6,7 +6,7 @@ bench/containers_guest.py: an image built from the host's python3, its
 standard library and libraries in one subvolume, N containers as snapshots
 (N = 1, 2, 4, 8), and per N two steps with caches dropped first:
 read_all (read every file of every container) and entrypoint (the
-interpreter, chrooted, imports ~60 standard modules in each container).
+interpreter, chrooted, imports 59 standard modules in each container).
 Also one container of the image beside one of an "upgraded" image that
 rewrote every 4th file. Writes results/containers.json
 
@@ -17,7 +17,6 @@ rewrote every 4th file. Writes results/containers.json
 and results/containers.png (cache growth against N, per kernel and step).
 Byte counts are exact under emulation; compare times only within a run.
 """
-import argparse
 import sys
 
 import guestbench
@@ -35,18 +34,10 @@ def table(result):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--containers", default="1,2,4,8", help="values of N (default 1,2,4,8)")
-    ap.add_argument("--kernels", default="stock,pcshare")
-    ap.add_argument("--out", default=str(TOP / "results/containers.json"))
-    ap.add_argument("--plot", default=str(TOP / "results/containers.png"))
+    ap = guestbench.arg_parser(__doc__, "containers")
+    ap.add_argument("--containers", default="1,2,4,8", help="values of N")
     args = ap.parse_args()
-    try:
-        counts = [int(n) for n in args.containers.split(",")]
-        assert counts and min(counts) > 0
-    except (ValueError, AssertionError):
-        ap.error(f"--containers: expected positive integers like 1,2,4,8, got {args.containers!r}")
+    guestbench.positive_list(ap, "--containers", args.containers)
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
         guestbench.vm.build_kernel(kernel)

@@ -123,10 +123,14 @@ def upgrade(image):
     rewritten = 0
     for path in files[::UPGRADE_EVERY]:
         data = path.read_bytes()
+        st = path.stat()
         with open(path, "r+b") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        # A new version ships bytecode that matches its sources: keep the
+        # times, or the interpreter would compile every rewritten module.
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         rewritten += len(data)
     return rewritten
 

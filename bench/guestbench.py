@@ -1,6 +1,7 @@
 """Host side of a guest benchmark: boot a kernel, run one bench/*_guest.py
 in it on a scratch disk, return its JSON; and what every results file
 records about where it came from."""
+import argparse
 import hashlib
 import json
 import sys
@@ -37,6 +38,34 @@ def provenance():
         h.update((TOP / "kernel/patches" / name).read_bytes())
     return {"series_sha256": h.hexdigest()[:16],
             "accel": "kvm" if vm.kvm_usable() else "tcg"}
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                     argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every option's default."""
+
+
+def arg_parser(doc, name, plot=True):
+    """The host side's arguments: DOC as the description, and the options
+    every benchmark takes (--kernels, --out, --plot)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=_HelpFormatter)
+    ap.add_argument("--kernels", default="stock,pcshare",
+                    help="comma-separated kernels, run in this order")
+    ap.add_argument("--out", default=str(TOP / f"results/{name}.json"), help="results file")
+    if plot:
+        ap.add_argument("--plot", default=str(TOP / f"results/{name}.png"), help="plot file")
+    return ap
+
+
+def positive_list(ap, option, text):
+    """Parse '1,2,4' for OPTION, or exit with a usage error naming it."""
+    try:
+        values = [int(v) for v in text.split(",")]
+        if values and min(values) > 0:
+            return values
+    except ValueError:
+        pass
+    ap.error(f"{option}: expected positive integers like 1,2,4, got {text!r}")
 
 
 def side_by_side(runs, key, columns, kernels=("stock", "pcshare")):

@@ -10,7 +10,6 @@ that the samples read no disk, and writes IOPS per sample as JSON.
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -47,8 +46,7 @@ def main():
                 env = dict(os.environ, FILE=str(mnt / "clone"), RW=rw, BS=bs,
                            RUNTIME=str(args.runtime))
                 disk0 = fsutil.disk_read_bytes(args.device)
-                out = subprocess.run(["fio", "--output-format=json", str(JOB)], env=env,
-                                     check=True, capture_output=True, text=True).stdout
+                out = fsutil.run("fio", "--output-format=json", str(JOB), env=env)
                 disk = fsutil.disk_read_bytes(args.device) - disk0
                 iops = json.loads(out[out.index("{"):])["jobs"][0]["read"]["iops"]
                 samples.append({"workload": name, "iops": round(iops, 1),

@@ -13,7 +13,6 @@ job, with the page cache growth and disk bytes of the whole run:
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -39,8 +38,7 @@ def latency(jobs, kind):
 
 
 def fio(job, env):
-    out = subprocess.run(["fio", "--output-format=json", str(JOBS / job)], env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = fsutil.run("fio", "--output-format=json", str(JOBS / job), env=env)
     return json.loads(out[out.index("{"):])["jobs"]
 
 
@@ -63,14 +61,20 @@ def main():
     ap = fsutil.bench_arg_parser(__doc__)
     ap.add_argument("--io", type=int, default=8 * MiB, help="bytes of I/O per job")
     ap.add_argument("--children", default="1,2,4,8,16", help="N for Figures 7 and 8")
-    ap.add_argument("--figures", default="2,3,4,5,6,7")
+    ap.add_argument("--figures", default="2,3,4,5,6,7",
+                    help="figures to run, of 2-7 (7 also gives Figure 8: its writes)")
+    ap.add_argument("--engine", default="libaio",
+                    help="fio engine; the report used libaio on the page cache")
     args = ap.parse_args()
     figures = [int(f) for f in args.figures.split(",")]
+    if not set(figures) <= set(PAIRS) | {7}:
+        ap.error(f"--figures: choose from 2-7, got {args.figures!r}")
     meter = fsutil.Meter(args.device)
     runs = []
     with fsutil.bench_btrfs(args) as mnt:
         fsutil.write_patterned(mnt / "base", args.size, "mix")
-        base_env = dict(os.environ, SIZE=str(args.size), IO=str(args.io))
+        base_env = dict(os.environ, SIZE=str(args.size), IO=str(args.io),
+                        ENGINE=args.engine)
 
         def measure(figure, job, children, env, roles):
             run = prepare(mnt, children)
@@ -100,7 +104,8 @@ def main():
                     measure(7, "mix-children.fio", n, dict(base_env, CHILDREN=str(n)),
                             {"child-read": "child", "child-write": "child"})
     Path(args.json).write_text(json.dumps(
-        {"file_size": args.size, "io_per_job": args.io, "kernel_release": os.uname().release,
+        {"file_size": args.size, "io_per_job": args.io, "engine": args.engine,
+         "kernel_release": os.uname().release,
          "mount_options": args.mount_options, "runs": runs}, indent=2) + "\n")
 
 

@@ -15,13 +15,15 @@ def draw(result):
         for row, (key, label) in enumerate((("cache_growth_bytes", "page cache growth"),
                                             ("disk_read_bytes", "disk bytes read"))):
             ax = axes[row][col]
-            for kernel, marker in (("stock", "o"), ("pcshare", "s")):
-                for access, line in (("seq", "-"), ("rand", "--")):
+            # Stock wide and pale under pcshare, so equal lines stay visible.
+            for kernel, style in (("stock", dict(color="tab:red", lw=6, alpha=0.35, ms=11)),
+                                  ("pcshare", dict(color="tab:green", lw=1.5, ms=5))):
+                for access, line in (("seq", "o-"), ("rand", "s--")):
                     pts = sorted((r["clones"], r[key] / image) for r in result["runs"]
                                  if (r["kernel"], r["engine"], r["access"])
                                  == (kernel, engine, access))
                     if pts:
-                        ax.plot(*zip(*pts), marker + line, label=f"{kernel} {access}")
+                        ax.plot(*zip(*pts), line, label=f"{kernel} {access}", **style)
             ax.set_title(f"{engine}: {label}")
             ax.set_xlabel("clones read")
             ax.grid(alpha=0.3)

@@ -13,7 +13,6 @@ growth and disk bytes after 1, 4 and 8 clones. Writes results/vm.json
 
 and results/vm.png. This shows which I/O paths share today.
 """
-import argparse
 import sys
 
 import guestbench
@@ -30,22 +29,16 @@ def table(result):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", default="256M", help="disk image size (default 256M)")
-    ap.add_argument("--clones", default="1,4,8", help="values of N (default 1,4,8)")
-    ap.add_argument("--kernels", default="stock,pcshare")
-    ap.add_argument("--out", default=str(TOP / "results/vm.json"))
-    ap.add_argument("--plot", default=str(TOP / "results/vm.png"))
+    ap = guestbench.arg_parser(__doc__, "vm")
+    ap.add_argument("--size", default="256M",
+                    help="disk image size; it holds the python standard library")
+    ap.add_argument("--clones", default="1,4,8", help="values of N")
     args = ap.parse_args()
     size = guestbench.vm.parse_size(args.size)
-    try:
-        counts = [int(n) for n in args.clones.split(",")]
-        assert counts and min(counts) > 0
-    except (ValueError, AssertionError):
-        ap.error(f"--clones: expected positive integers like 1,4,8, got {args.clones!r}")
-    if size < (64 << 20) or size % (1 << 20):
-        ap.error("--size must be a whole number of MiB, at least 64M")
+    guestbench.positive_list(ap, "--clones", args.clones)
+    if size < (128 << 20) or size % (1 << 20):
+        ap.error("--size must be a whole number of MiB, at least 128M (the image holds "
+                 "the python standard library, about 60 MiB)")
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
         guestbench.vm.build_kernel(kernel)

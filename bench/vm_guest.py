@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """VM disk images cloned with `cp --reflink`, inside a guest.
 
-Writes a raw disk image of --size bytes on a fresh btrfs (every byte
-written, so no read is of a hole) holding an ext4 filesystem filled with
-the host's python standard library (`mkfs.ext4 -d`), and clones it
+Writes a raw disk image of --size bytes on a fresh btrfs, every byte of it,
+holding an ext4 filesystem filled from --fill-from (`mkfs.ext4 -d`), and
+clones it
 max(--clones) times with `cp --reflink=always`. Then, per fio engine
 (psync and io_uring buffered, libaio on O_DIRECT, mmap) and access
 (sequential 1 MiB, random 64 KiB: bench/jobs/vm-disk-read.fio reads every
@@ -13,7 +13,6 @@ disk bytes are recorded cumulatively after each N in --clones.
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,18 +27,20 @@ ENGINES = {  # name: (fio ioengine, direct, iodepth)
     "mmap": ("mmap", 0, 1),
 }
 ACCESS = {"seq": ("read", "1m"), "rand": ("randread", "64k")}
-FILL_FROM = "/usr/lib/python3.11"
 MiB = 1 << 20
 
 
-def make_image(path, size):
+def make_image(path, size, fill_from):
     with open(path, "wb") as f:
         for _ in range(size // MiB):
             f.write(bytes(MiB))
         os.fsync(f.fileno())
-    # mkfs.ext4 discards a file by punching holes in it; a VM image that
-    # was written keeps its blocks (and no read of a hole skips the disk).
-    fsutil.run("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-d", FILL_FROM, str(path))
+    # mkfs.ext4 discards an image file by punching holes in it and zeroes
+    # its journal with fallocate(); a VM image that was written has data in
+    # every block, and a hole or an unwritten extent would be read without
+    # the disk.
+    fsutil.run("mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-d", fill_from, str(path),
+               env=dict(os.environ, UNIX_IO_NOZEROOUT="1"))
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
 
@@ -49,8 +50,7 @@ def fio_read(path, engine, access):
     rw, bs = ACCESS[access]
     env = dict(os.environ, FILE=str(path), ENGINE=ioengine, RW=rw, BS=bs,
                DIRECT=str(direct), DEPTH=str(depth))
-    subprocess.run(["fio", "--output-format=json", str(JOB)], env=env, check=True,
-                   capture_output=True)
+    fsutil.run("fio", "--output-format=json", str(JOB), env=env)
 
 
 def add(total, step):
@@ -67,14 +67,24 @@ def add(total, step):
 def main():
     ap = fsutil.bench_arg_parser(__doc__)
     ap.add_argument("--clones", default="1,4,8", help="values of N")
-    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help=f"fio engines (default {','.join(ENGINES)})")
+    ap.add_argument("--fill-from", default=None,
+                    help="host directory copied into the image's ext4 (default: the "
+                    "standard library of /usr/bin/python3, about 60 MiB)")
     args = ap.parse_args()
+    unknown = set(args.engines.split(",")) - set(ENGINES)
+    if unknown:
+        ap.error(f"--engines: unknown {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
+    if args.fill_from is None:
+        args.fill_from = fsutil.run("/usr/bin/python3", "-c", "import sysconfig; "
+                                    "print(sysconfig.get_paths()['stdlib'])").strip()
     counts = sorted(int(n) for n in args.clones.split(","))
     engines = args.engines.split(",")
     meter = fsutil.Meter(args.device)
     runs = []
     with fsutil.bench_btrfs(args) as mnt:
-        make_image(mnt / "base.img", args.size)
+        make_image(mnt / "base.img", args.size, args.fill_from)
         clones = [mnt / f"vm{i}.img" for i in range(counts[-1])]
         for clone in clones:
             fsutil.run("cp", "--reflink=always", str(mnt / "base.img"), str(clone))

@@ -175,8 +175,19 @@ def drop_caches():
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def run(*argv):
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+class CommandFailed(subprocess.CalledProcessError):
+    """A command run() ran failed; its message ends with the command's
+    stderr, which is what says why."""
+
+    def __str__(self):
+        return f"{super().__str__()}: {(self.stderr or '').strip()[-2000:]}"
+
+
+def run(*argv, env=None):
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise CommandFailed(done.returncode, argv, done.stdout, done.stderr)
+    return done.stdout
 
 
 def mkfs(kind, device):
