@@ -12,7 +12,7 @@ sequential. Writes results/hit.json
      "shared_cache": [the guest's counters at the end of each pcshare boot],
      "cold_samples": [samples that read the disk: the run fails if any]}
 
-and prints the IOPS ratio per workload. Compare times only within one run: the guests may
+and results/hit.png, and prints the IOPS ratio per workload. Compare times only within one run: the guests may
 run under TCG (the results file says which).
 """
 import statistics
@@ -24,7 +24,7 @@ TOP = guestbench.TOP
 
 
 def main():
-    ap = guestbench.arg_parser(__doc__, "hit", plot=False)
+    ap = guestbench.arg_parser(__doc__, "hit")
     ap.add_argument("--size", default="256M", help="file size")
     ap.add_argument("--rounds", type=int, default=3, help="boots per kernel")
     ap.add_argument("--samples", type=int, default=3, help="samples per boot")
@@ -69,7 +69,7 @@ def main():
     result = {"file_size": size, "rounds": args.rounds, "kernel_release": extra,
               **guestbench.provenance(), "runs": runs, "ratio": ratio,
               "shared_cache": counters, "cold_samples": cold}
-    status = guestbench.finish("hit", result, "\n".join(lines), args.out, None)
+    status = guestbench.finish("hit", result, "\n".join(lines), args.out, args.plot)
     if cold:
         print("bench-hit: not a hot cache, the ratios do not hold:\n  " + "\n  ".join(cold),
               file=sys.stderr)
