@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
 import fsutil  # noqa: E402
 
-INTERPRETER = "/usr/bin/python3"
+INTERPRETER = fsutil.SYSTEM_PYTHON
 UPGRADE_EVERY = 4
 # Modules a service might import at start: pure Python and extension
 # modules that link libssl, libsqlite3, libffi, libmpdec, liblzma, libbz2.
@@ -95,10 +95,7 @@ def linked_libraries(binaries):
 
 def build_image(root):
     """Fill subvolume `root`; returns (files, bytes) of the regular files."""
-    out = subprocess.run([INTERPRETER, "-c", "import sysconfig;"
-                          "print(sysconfig.get_paths()['stdlib'])"],
-                         capture_output=True, text=True, check=True).stdout
-    stdlib = Path(out.strip())
+    stdlib = fsutil.system_python_stdlib()
     install(INTERPRETER, root)
     skip = {"test", "idlelib", "tkinter", "turtledemo", "site-packages", "dist-packages",
             "lib2to3", "ensurepip"}
@@ -140,14 +137,8 @@ def read_all(roots):
         for dirpath, _, filenames in os.walk(root):
             for name in filenames:
                 path = os.path.join(dirpath, name)
-                if os.path.islink(path):
-                    continue
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    while os.read(fd, 1 << 20):
-                        pass
-                finally:
-                    os.close(fd)
+                if not os.path.islink(path):
+                    fsutil.read_through(path)
 
 
 def entrypoint(roots, modules):

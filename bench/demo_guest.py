@@ -14,21 +14,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
 import fsutil  # noqa: E402
 
-CHUNK = 1 << 20
-
-
-def read_all(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        while os.read(fd, CHUNK):
-            pass
-    finally:
-        os.close(fd)
-
-
-def clone(src, dst):
-    with open(src, "rb") as s, open(dst, "wb") as d:
-        fsutil.ficlone(s.fileno(), d.fileno())
 
 
 def main():
@@ -53,17 +38,17 @@ def main():
                   f"disk {row['disk_read_bytes'] >> 20:6} MiB  "
                   f"cache +{row['cache_growth_bytes'] >> 20} MiB", flush=True)
 
-        record("read_source_cold", lambda: read_all(src))
-        record("read_source_hot", lambda: read_all(src))
-        clone(src, mnt / "clone")
+        record("read_source_cold", lambda: fsutil.read_through(src))
+        record("read_source_hot", lambda: fsutil.read_through(src))
+        fsutil.clone_file(src, mnt / "clone")
         os.sync()
-        record("read_clone_first", lambda: read_all(mnt / "clone"))
-        record("read_clone_again", lambda: read_all(mnt / "clone"))
+        record("read_clone_first", lambda: fsutil.read_through(mnt / "clone"))
+        record("read_clone_again", lambda: fsutil.read_through(mnt / "clone"))
         clones = [mnt / f"clone{i}" for i in range(args.clones)]
         for c in clones:
-            clone(src, c)
+            fsutil.clone_file(src, c)
         os.sync()
-        record("read_n_clones", lambda: [read_all(c) for c in clones], n=args.clones)
+        record("read_n_clones", lambda: [fsutil.read_through(c) for c in clones], n=args.clones)
     for row in runs:
         row["kernel_release"] = kernel
     Path(args.json).write_text(json.dumps(runs, indent=2))

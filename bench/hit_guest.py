@@ -19,13 +19,6 @@ import fsutil  # noqa: E402
 JOB = Path(__file__).resolve().parent / "jobs/hot-read.fio"
 WORKLOADS = {"rand_4k": ("randread", "4k"), "rand_64k": ("randread", "64k"),
              "seq_1m": ("read", "1m")}
-MiB = 1 << 20
-
-
-def read_through(path):
-    with open(path, "rb", buffering=0) as f:
-        while f.read(MiB):
-            pass
 
 
 def main():
@@ -34,29 +27,25 @@ def main():
     ap.add_argument("--runtime", type=int, default=5, help="seconds per sample")
     args = ap.parse_args()
     samples = []
+    meter = fsutil.Meter(args.device)
     with fsutil.bench_btrfs(args) as mnt:
         fsutil.write_patterned(mnt / "file", args.size, "hit")
-        with open(mnt / "file", "rb") as s, open(mnt / "clone", "wb") as d:
-            fsutil.ficlone(s.fileno(), d.fileno())
+        fsutil.clone_file(mnt / "file", mnt / "clone")
         fsutil.drop_caches()
         for _ in range(2):
-            read_through(mnt / "clone")
+            fsutil.read_through(mnt / "clone")
         for _ in range(args.samples):
             for name, (rw, bs) in WORKLOADS.items():
                 env = dict(os.environ, FILE=str(mnt / "clone"), RW=rw, BS=bs,
                            RUNTIME=str(args.runtime))
-                disk0 = fsutil.disk_read_bytes(args.device)
-                out = fsutil.run("fio", "--output-format=json", str(JOB), env=env)
-                disk = fsutil.disk_read_bytes(args.device) - disk0
-                iops = json.loads(out[out.index("{"):])["jobs"][0]["read"]["iops"]
+                jobs = []
+                disk = meter.measure(lambda: jobs.extend(fsutil.run_fio(JOB, env)))[
+                    "disk_read_bytes"]
+                iops = jobs[0]["read"]["iops"]
                 samples.append({"workload": name, "iops": round(iops, 1),
                                 "disk_read_bytes": disk})
                 print(f"hit: {name:8} {iops:10.0f} IOPS  disk {disk} bytes", flush=True)
-        stats = None
-        try:
-            stats = fsutil.shared_cache_stats(args.device)
-        except FileNotFoundError:
-            pass
+        stats = meter.shared_cache()
     Path(args.json).write_text(json.dumps(
         {"file_size": args.size, "kernel_release": os.uname().release,
          "mount_options": args.mount_options, "shared_cache": stats,

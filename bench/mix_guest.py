@@ -37,11 +37,6 @@ def latency(jobs, kind):
             "max": round(max(s["max"] for s in stats) / 1e6, 4)}
 
 
-def fio(job, env):
-    out = fsutil.run("fio", "--output-format=json", str(JOBS / job), env=env)
-    return json.loads(out[out.index("{"):])["jobs"]
-
-
 def prepare(mnt, children):
     """A fresh parent cloned from the base and `children` clones of it."""
     for old in mnt.glob("run"):
@@ -79,7 +74,7 @@ def main():
         def measure(figure, job, children, env, roles):
             run = prepare(mnt, children)
             jobs = []
-            row = meter.measure(lambda: jobs.extend(fio(job, dict(env, DIR=str(run)))))
+            row = meter.measure(lambda: jobs.extend(fsutil.run_fio(JOBS / job, dict(env, DIR=str(run)))))
             for jobname, role in roles.items():
                 mine = [j for j in jobs if j["jobname"] == jobname]
                 for kind in ("read", "write"):

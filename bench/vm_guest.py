@@ -50,18 +50,7 @@ def fio_read(path, engine, access):
     rw, bs = ACCESS[access]
     env = dict(os.environ, FILE=str(path), ENGINE=ioengine, RW=rw, BS=bs,
                DIRECT=str(direct), DEPTH=str(depth))
-    fsutil.run("fio", "--output-format=json", str(JOB), env=env)
-
-
-def add(total, step):
-    """Accumulate fsutil.Meter rows: sums, but resident bytes as of the end."""
-    for key, value in step.items():
-        if isinstance(value, dict):
-            add(total.setdefault(key, {}), value)
-        elif key == "resident_bytes":
-            total[key] = value
-        else:
-            total[key] = round(total.get(key, 0) + value, 4)
+    fsutil.run_fio(JOB, env)
 
 
 def main():
@@ -77,8 +66,7 @@ def main():
     if unknown:
         ap.error(f"--engines: unknown {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
     if args.fill_from is None:
-        args.fill_from = fsutil.run("/usr/bin/python3", "-c", "import sysconfig; "
-                                    "print(sysconfig.get_paths()['stdlib'])").strip()
+        args.fill_from = str(fsutil.system_python_stdlib())
     counts = sorted(int(n) for n in args.clones.split(","))
     engines = args.engines.split(",")
     meter = fsutil.Meter(args.device)
@@ -93,13 +81,13 @@ def main():
             for access in ACCESS:
                 fsutil.drop_caches()
                 fsutil.load_fio(mnt)
-                total = {}
+                start = meter.snapshot()
                 for i, clone in enumerate(clones, 1):
-                    step = meter.measure(lambda c=clone: fio_read(c, engine, access))
-                    add(total, step)
+                    fio_read(clone, engine, access)
                     if i in counts:
-                        row = {"engine": engine, "access": access, "clones": i, **total}
-                        runs.append(json.loads(json.dumps(row)))
+                        row = {"engine": engine, "access": access, "clones": i,
+                               **meter.since(start)}
+                        runs.append(row)
                         print(f"vm: {engine:14} {access:4} N={i}  cache +"
                               f"{row['cache_growth_bytes'] >> 20:5} MiB  disk "
                               f"{row['disk_read_bytes'] >> 20:5} MiB  {row['seconds']:7.2f} s",

@@ -8,6 +8,7 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import json
 import mmap
 import os
 import re
@@ -137,6 +138,22 @@ def write_patterned(path, size, tag):
         os.fsync(f.fileno())
 
 
+def read_through(path):
+    """Read all of a file with read(2), 1 MiB at a time, and drop the data."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while os.read(fd, 1 << 20):
+            pass
+    finally:
+        os.close(fd)
+
+
+def clone_file(src, dst):
+    """FICLONE all of src into a new (or emptied) dst."""
+    with open(src, "rb") as s, open(dst, "wb") as d:
+        ficlone(s.fileno(), d.fileno())
+
+
 def sha256_file(path, offset=0, length=None, direct=False):
     h = hashlib.sha256()
     flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
@@ -252,6 +269,24 @@ def shared_cache_stats(device):
     return {p.name: int(p.read_text()) for p in directory.iterdir()}
 
 
+def run_fio(job, env):
+    """Run fio job file `job` with `env` (its ${VARIABLES}); returns the
+    "jobs" list of its JSON output."""
+    out = run("fio", "--output-format=json", str(job), env=env)
+    # fio may print notes before the JSON.
+    return json.loads(out[out.index("{"):])["jobs"]
+
+
+# Debian's interpreter (scripts/deps.sh), which the benchmarks build images from.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def system_python_stdlib():
+    """The standard library directory of SYSTEM_PYTHON."""
+    return Path(run(SYSTEM_PYTHON, "-c", "import sysconfig; "
+                    "print(sysconfig.get_paths()['stdlib'])").strip())
+
+
 def load_fio(directory):
     """Run fio once on a small file in `directory`: after caches are dropped
     its binary and libraries (tens of MiB on Debian, which links it with
@@ -283,22 +318,29 @@ class Meter:
         except FileNotFoundError:  # a kernel without the shared extent cache
             return None
 
-    def measure(self, fn):
-        disk0, cached0 = disk_read_bytes(self.device), self.file_cache()
-        sc0 = self.shared_cache()
-        t0 = time.monotonic()
-        fn()
-        seconds = time.monotonic() - t0
+    def snapshot(self):
+        """The state since() measures from."""
+        return {"disk": disk_read_bytes(self.device), "cache": self.file_cache(),
+                "shared_cache": self.shared_cache(), "time": time.monotonic()}
+
+    def since(self, start):
+        """One row: what changed since snapshot `start`."""
+        seconds = time.monotonic() - start["time"]
         row = {"seconds": round(seconds, 4),
-               "disk_read_bytes": disk_read_bytes(self.device) - disk0,
-               "cache_growth_bytes": self.file_cache() - cached0}
-        sc1 = self.shared_cache()
+               "disk_read_bytes": disk_read_bytes(self.device) - start["disk"],
+               "cache_growth_bytes": self.file_cache() - start["cache"]}
+        sc0, sc1 = start["shared_cache"], self.shared_cache()
         if sc0 is not None and sc1 is not None:
             # Counter deltas over the step; resident bytes at its end.
             row["shared_cache"] = {k: sc1[k] - sc0[k] for k in
                                    ("hits", "misses", "bytes_filled", "bytes_served")}
             row["shared_cache"]["resident_bytes"] = sc1["resident_pages"] * 4096
         return row
+
+    def measure(self, fn):
+        start = self.snapshot()
+        fn()
+        return self.since(start)
 
 
 CSUM_MESSAGES = ("csum failed", "csum hole")

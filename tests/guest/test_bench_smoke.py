@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import fsutil
 from conftest import BTRFS_OPTION_SETS
 
 pytestmark = pytest.mark.bench_smoke
 TOP = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 SHARED = "shared_cache" in BTRFS_OPTION_SETS
-STDLIB = Path(subprocess.run(["/usr/bin/python3", "-c", "import sysconfig; "
-                              "print(sysconfig.get_paths()['stdlib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip())
+STDLIB = fsutil.system_python_stdlib()
 
 
 def run_bench(name, scratch_dev, tmp_path, *args):
