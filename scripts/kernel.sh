@@ -31,7 +31,10 @@ usage: scripts/kernel.sh COMMAND [ARGS]
                          kernel/patches/ and kernel/series
   build KERNEL VARIANT   build bzImage (VARIANT: default | debug); prints its path
   bzimage KERNEL VARIANT print the bzImage path (no build)
-  check-patches [DIR]    run checkpatch.pl --strict on every patch in the series
+  check-patches          run checkpatch.pl --strict on every patch in the series
+                         (allowed findings: kernel/checkpatch-exceptions)
+  check-series           build the kernel after every patch of the series
+                         (in \$PCSHARE_CACHE/check; minutes per patch)
 
 Environment: PCSHARE_CACHE (cache directory), PCSHARE_ALLOW_OTHER_KVER=1
 (accept a linux-source-6.12 version other than kernel/version pins),
@@ -72,7 +75,7 @@ cmd_source() {
 		return 0
 	fi
 	log "unpacking linux-source-6.12 $ver into $base (one time, a few minutes)"
-	rm -rf "$cache/stock/src" "$cache/pcshare/src" "$cache/stock/build-"* "$cache/pcshare/build-"*
+	rm -rf "$cache/stock/src" "$cache/pcshare/src" "$cache/check" "$cache/stock/build-"* "$cache/pcshare/build-"*
 	mkdir -p "$cache/stock"
 	local tmp=$cache/stock/unpack.$$
 	rm -rf "$tmp"
@@ -145,15 +148,74 @@ cmd_dev_tree() {
 	echo "$dir"
 }
 
+# The stack is two series for two trees: the btrfs shared extent cache
+# (btrfs tree), then FICLONERANGE2 (VFS tree: the ioctl, with the XFS and
+# btrfs opt-ins).  A commit whose subject names FICLONERANGE2 belongs to the
+# second; each series gets a cover letter from kernel/cover/<series>.txt
+# (subject line, blank line, body).
+vfs_series_re=FICLONERANGE2
+series_names=(btrfs ficlonerange2)
+
+# Rewrite format-patch's cover letter placeholders with kernel/cover/$2.txt.
+fill_cover() {
+	local cover=$1 text=$top/kernel/cover/$2.txt
+	[ -f "$text" ] || die "missing $text"
+	python3 - "$cover" "$text" <<'PY'
+import sys
+cover, text = sys.argv[1:]
+subject, _, body = open(text).read().partition("\n\n")
+s = open(cover).read()
+assert "*** SUBJECT HERE ***" in s and "*** BLURB HERE ***" in s, cover
+s = s.replace("*** SUBJECT HERE ***", subject.strip()).replace("*** BLURB HERE ***", body.rstrip())
+open(cover, "w").write(s)
+PY
+}
+
 cmd_export() {
-	local dir=${1:-$cache/dev}
+	local dir=${1:-$cache/dev} c subject seen_vfs=0 parent tree idx
+	local -a btrfs=() vfs=()
 	[ -d "$dir" ] || die "no development tree at $dir"
 	git -C "$dir" diff --quiet HEAD || die "$dir has uncommitted changes; commit them first"
-	rm -f "$top"/kernel/patches/*.patch
-	git -C "$dir" format-patch -q --no-signature --zero-commit -N \
-		-o "$top/kernel/patches" pcshare-base..HEAD
-	(cd "$top/kernel/patches" && ls -1 -- *.patch 2>/dev/null || true) >"$top/kernel/series"
-	log "exported $(wc -l <"$top/kernel/series") patches to kernel/patches/"
+	for c in $(git -C "$dir" rev-list --reverse pcshare-base..HEAD); do
+		subject=$(git -C "$dir" log -1 --format=%s "$c")
+		if [[ $subject == *$vfs_series_re* ]]; then
+			vfs+=("$c")
+			seen_vfs=1
+		else
+			[ $seen_vfs = 0 ] || die "'$subject' comes after a FICLONERANGE2 patch; the btrfs series must come first"
+			btrfs+=("$c")
+		fi
+	done
+	# The VFS series goes to another tree: it must apply to the pinned tree
+	# on its own.  Rebuild its commits on pcshare-base in a scratch index.
+	idx=$(mktemp)
+	parent=$(git -C "$dir" rev-parse pcshare-base)
+	GIT_INDEX_FILE=$idx git -C "$dir" read-tree pcshare-base
+	for c in "${vfs[@]}"; do
+		git -C "$dir" format-patch -1 --stdout "$c" | GIT_INDEX_FILE=$idx git -C "$dir" apply --cached - ||
+			die "$(git -C "$dir" log -1 --format=%s "$c"): does not apply to pcshare-base without the btrfs series"
+		tree=$(GIT_INDEX_FILE=$idx git -C "$dir" write-tree)
+		parent=$(git -C "$dir" log -1 --format=%B "$c" |
+			GIT_AUTHOR_NAME=$(git -C "$dir" log -1 --format=%an "$c") \
+			GIT_AUTHOR_EMAIL=$(git -C "$dir" log -1 --format=%ae "$c") \
+			GIT_AUTHOR_DATE=$(git -C "$dir" log -1 --format=%aD "$c") \
+			git "${git_id[@]}" -C "$dir" commit-tree "$tree" -p "$parent")
+	done
+	rm -f "$idx"
+	rm -rf "$top"/kernel/patches
+	mkdir -p "$top"/kernel/patches
+	git -C "$dir" format-patch -q --no-signature --zero-commit --cover-letter \
+		--base=pcshare-base -o "$top/kernel/patches/btrfs" "pcshare-base..${btrfs[-1]}"
+	git -C "$dir" format-patch -q --no-signature --zero-commit --cover-letter \
+		--base=pcshare-base -o "$top/kernel/patches/ficlonerange2" "pcshare-base..$parent"
+	fill_cover "$top"/kernel/patches/btrfs/0000-cover-letter.patch btrfs
+	fill_cover "$top"/kernel/patches/ficlonerange2/0000-cover-letter.patch ficlonerange2
+	{
+		echo "# Applied in this order to pcshare-base. Two series, each with a cover"
+		echo "# letter (not applied): btrfs/ for the btrfs tree, ficlonerange2/ for VFS."
+		(cd "$top/kernel/patches" && ls -1 btrfs/*.patch ficlonerange2/*.patch | grep -v /0000-cover-letter)
+	} >"$top/kernel/series"
+	log "exported ${#btrfs[@]} btrfs and ${#vfs[@]} FICLONERANGE2 patches to kernel/patches/"
 }
 
 src_dir() {
@@ -181,11 +243,18 @@ check_config() {
 }
 
 cmd_build() {
-	local k=$1 v=$2 src out frags stamp override=PCSHARE_SRC_$1
+	local k=$1 v=$2 override=PCSHARE_SRC_$1
 	case "$v" in default | debug) ;; *) die "unknown variant '$v' (default | debug)" ;; esac
 	[ -n "${!override:-}" ] || cmd_tree "$k"
-	src=$(src_dir "$k")
-	out=$cache/$k/build-$v
+	build_tree "$(src_dir "$k")" "$cache/$k/build-$v" "$k" "$v" bzImage
+	bzimage_path "$k" "$v"
+}
+
+# build_tree SRC OUT KERNEL VARIANT [MAKE ARGS...]: configure OUT (once per
+# set of config fragments) and run make there.
+build_tree() {
+	local src=$1 out=$2 k=$3 v=$4 frags stamp
+	shift 4
 	frags=("$top/kernel/config/base.config")
 	[ "$v" = debug ] && frags+=("$top/kernel/config/debug.config")
 	# Options the series adds exist only in that kernel's Kconfig.
@@ -195,7 +264,7 @@ cmd_build() {
 	export CCACHE_DIR=$cache/ccache CCACHE_BASEDIR=$cache CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=8G
 	local mk=(make -s -C "$src" O="$out" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)")
 	if [ "$(cat "$out/.pcshare-config" 2>/dev/null)" != "$stamp" ]; then
-		log "configuring $k/$v"
+		log "configuring $k/$v in $out"
 		"${mk[@]}" tinyconfig >&2
 		(cd "$out" && "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${frags[@]}" >/dev/null)
 		"${mk[@]}" olddefconfig >&2
@@ -206,9 +275,44 @@ cmd_build() {
 	fi
 	log "building $k/$v in $out"
 	local t0=$SECONDS
-	"${mk[@]}" bzImage >&2
+	"${mk[@]}" "$@" >&2
 	log "built $k/$v in $((SECONDS - t0)) s"
-	bzimage_path "$k" "$v"
+}
+
+# Build the pcshare default kernel after every patch of kernel/series, in a
+# work tree and build directory of its own ($cache/check), and compile the
+# C files each patch touches with W=1; stop at the first patch that fails.
+# The layout mirrors pcshare/, so ccache serves what the kernel builds
+# already compiled: a run costs a few minutes per patch, not a kernel each.
+cmd_check_series() {
+	local wt=$cache/check/src out=$cache/check/build-default base=$cache/stock/src
+	local p n=0 total objs warnings
+	cmd_source
+	total=$(series_patches | wc -l)
+	if [ ! -d "$wt" ]; then
+		mkdir -p "$cache/check"
+		git -C "$base" worktree prune
+		git "${git_id[@]}" -C "$base" worktree add -q --detach "$wt" pcshare-base
+	fi
+	git -C "$wt" am --abort >/dev/null 2>&1 || true
+	git "${git_id[@]}" -C "$wt" checkout -q --force --detach pcshare-base
+	git -C "$wt" clean -qfdx
+	for p in $(series_patches); do
+		n=$((n + 1))
+		log "[$n/$total] $(basename "$p")"
+		git "${git_id[@]}" -C "$wt" am -q --3way "$p" ||
+			{ git -C "$wt" am --abort || true; die "[$n/$total] $(basename "$p") does not apply"; }
+		build_tree "$wt" "$out" pcshare default bzImage ||
+			die "[$n/$total] $(basename "$p"): the kernel does not build"
+		objs=$(git -C "$wt" diff --name-only HEAD~1 HEAD -- '*.c' | sed 's/\.c$/.o/')
+		[ -n "$objs" ] || continue
+		# shellcheck disable=SC2086
+		warnings=$(make -s -C "$wt" O="$out" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)" W=1 $objs 2>&1 |
+			grep -E 'warning:|error:' || true)
+		[ -z "$warnings" ] || die "[$n/$total] $(basename "$p"): W=1 warnings:
+$warnings"
+	done
+	log "all $total patches build (bzImage, and W=1 for the files each touches)"
 }
 
 # Every patch: one author and one sign-off, both the project's identity.
@@ -225,6 +329,17 @@ patch_identity_ok() {
 	return $ok
 }
 
+# --ignore options for patch $1 from kernel/checkpatch-exceptions.
+checkpatch_ignores() {
+	local name pattern type why
+	name=$(basename "$1")
+	while read -r pattern type why; do
+		case "$pattern" in '#'* | '') continue ;; esac
+		# shellcheck disable=SC2254
+		case "$name" in $pattern) echo "--ignore $type" ;; esac
+	done <"$top/kernel/checkpatch-exceptions"
+}
+
 cmd_check_patches() {
 	local p rc=0
 	cmd_source
@@ -232,7 +347,8 @@ cmd_check_patches() {
 		patch_identity_ok "$p" || rc=1
 		# From the cache: in a git checkout checkpatch leaves a
 		# .checkpatch-camelcase.git.* file behind.
-		(cd "$cache" && "$cache/stock/src/scripts/checkpatch.pl" --strict --no-tree -q "$p") || rc=1
+		(cd "$cache" && "$cache/stock/src/scripts/checkpatch.pl" --strict --no-tree -q \
+			$(checkpatch_ignores "$p") "$p") || rc=1
 	done
 	return $rc
 }
@@ -245,6 +361,7 @@ export) cmd_export "${2:-}" ;;
 build) cmd_build "${2:?kernel}" "${3:?variant}" ;;
 bzimage) bzimage_path "${2:?kernel}" "${3:?variant}" ;;
 check-patches) cmd_check_patches ;;
+check-series) cmd_check_series ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;
 esac

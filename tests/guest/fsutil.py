@@ -21,7 +21,7 @@ from pathlib import Path
 FICLONE = 0x40049409
 FICLONERANGE = 0x4020940D
 FIDEDUPERANGE = 0xC0189436
-FICLONERANGE2 = 0xC0609437  # _IOWR(0x94, 55, struct file_clone_range2), pcshare series
+FICLONERANGE2 = 0xC0601503  # _IOWR(0x15, 3, struct file_clone_range2), pcshare series
 FICLONERANGE2_PARTIAL = 1
 FS_IOC_FIEMAP = 0xC020660B
 FIEMAP_FLAG_SYNC = 0x1

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * FICLONERANGE2 as the pcshare kernel series defines it in
- * include/uapi/linux/fs.h, for building against headers that predate it.
+ * include/uapi/linux/fs.h (kernel/patches/ficlonerange2/0001-*.patch), for
+ * building against headers that predate it.  tests/host/test_abi.py checks
+ * that the two definitions agree.
  */
 #ifndef PCSHARE_FICLONERANGE2_H
 #define PCSHARE_FICLONERANGE2_H
@@ -24,7 +26,7 @@ struct file_clone_range2 {
 };
 
 #define FICLONERANGE2_PARTIAL	1
-#define FICLONERANGE2	_IOWR(0x94, 55, struct file_clone_range2)
+#define FICLONERANGE2	_IOWR(0x15, 3, struct file_clone_range2)
 #endif
 
 #endif
