@@ -1,6 +1,8 @@
 # pcshare: see README.md. Kernel trees and builds live in $(PCSHARE_CACHE).
 PYTHON ?= $(shell command -v python3)
 export PCSHARE_CACHE ?= $(HOME)/.cache/pcshare
+# The harness package (harness/) for every script run from here.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 DEV ?= $(PCSHARE_CACHE)/dev
 DEMO_ARGS ?=
 BENCH_ARGS ?=

@@ -155,8 +155,11 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
         disk_files.append(path)
     devices = " ".join(f"/dev/vd{chr(ord('a') + i)}" for i in range(len(disks)))
 
-    guest_env = {"PCSHARE_OUT": "/run/pcshare/out", "PCSHARE_KERNEL": kernel,
-                 "PCSHARE_VARIANT": variant, "PCSHARE_DISKS": devices}
+    # PYTHONPATH: scripts run by path (bench/*_guest.py, tests/soak.py)
+    # import the harness package from the checkout too.
+    guest_env = {"PYTHONPATH": str(TOP), "PCSHARE_OUT": "/run/pcshare/out",
+                 "PCSHARE_KERNEL": kernel, "PCSHARE_VARIANT": variant,
+                 "PCSHARE_DISKS": devices}
     guest_env.update(env or {})
     job = ["set -u", f"cd {shlex.quote(str(cwd or TOP))}"]
     job += [f"export {k}={shlex.quote(str(v))}" for k, v in guest_env.items()]

@@ -17,12 +17,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness import uapi
+
 # include/uapi/linux/fs.h
 FICLONE = 0x40049409
 FICLONERANGE = 0x4020940D
 FIDEDUPERANGE = 0xC0189436
-FICLONERANGE2 = 0xC0601503  # _IOWR(0x15, 3, struct file_clone_range2), pcshare series
-FICLONERANGE2_PARTIAL = 1
+# The pcshare series' FICLONERANGE2, read from its header (harness.uapi).
+FICLONERANGE2 = uapi.ioctl_number()
+FICLONERANGE2_PARTIAL = int(uapi.defines()["FICLONERANGE2_PARTIAL"])
 FS_IOC_FIEMAP = 0xC020660B
 FIEMAP_FLAG_SYNC = 0x1
 FIEMAP_EXTENT_LAST = 0x1
@@ -44,30 +47,41 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 class CloneRange2:
-    """struct file_clone_range2; call() issues FICLONERANGE2 and, like the
-    kernel, leaves the written-back cursor in the object even on errors."""
-    FORMAT = "=qQQQQQQQQ3Q"
+    """struct file_clone_range2, its fields in the header's order (positional
+    or by name, arrays flattened into `fields`); call() issues FICLONERANGE2
+    and, like the kernel, leaves the written-back cursor in the object even on
+    errors."""
+    LAYOUT = uapi.struct_fields()
+    FORMAT = "=" + "".join(f"{n}{'q' if signed else 'Q'}" for _, n, signed in LAYOUT)
+    INDEX = uapi.field_offsets(LAYOUT)
 
-    def __init__(self, src_fd, src_offset=0, src_length=0, dest_offset=0, flags=0,
-                 budget_ms=0, chunk_size=0, done=0, next_chunk=0, reserved=(0, 0, 0)):
-        self.fields = [src_fd, src_offset, src_length, dest_offset, flags, budget_ms,
-                       chunk_size, done, next_chunk, *reserved]
+    def __init__(self, *args, **kwargs):
+        named = dict(zip(self.INDEX, args))
+        unknown = set(kwargs) - set(self.INDEX)
+        if unknown or set(named) & set(kwargs):
+            raise TypeError(f"CloneRange2: bad arguments {sorted(unknown or set(named) & set(kwargs))}")
+        named.update(kwargs)
+        self.fields = []
+        for name, n, _ in self.LAYOUT:
+            value = named.get(name, 0 if n == 1 else (0,) * n)
+            self.fields += list(value) if n > 1 else [value]
 
-    src_length = property(lambda self: self.fields[2])
-    done = property(lambda self: self.fields[7])
+    src_length = property(lambda self: self.fields[self.INDEX["src_length"]])
+    done = property(lambda self: self.fields[self.INDEX["done"]])
 
     @property
     def next_chunk(self):
-        return self.fields[8]
+        return self.fields[self.INDEX["next_chunk"]]
 
     @next_chunk.setter
     def next_chunk(self, value):
-        self.fields[8] = value
+        self.fields[self.INDEX["next_chunk"]] = value
 
     def call(self, dst_fd):
         """One ioctl through libc, so EINTR reaches the caller instead of
         being retried by Python (PEP 475)."""
-        buf = ctypes.create_string_buffer(struct.pack(self.FORMAT, *self.fields), 96)
+        buf = ctypes.create_string_buffer(struct.pack(self.FORMAT, *self.fields),
+                                          struct.calcsize(self.FORMAT))
         ret = _libc.ioctl(dst_fd, ctypes.c_ulong(FICLONERANGE2), buf)
         err = ctypes.get_errno()
         self.fields = list(struct.unpack(self.FORMAT, buf.raw))

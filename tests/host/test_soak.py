@@ -20,8 +20,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loop mounts need root
 
 
 def run_soak(*args):
+    # soak.py imports the harness package from the checkout's root.
+    env = {**os.environ, "PYTHONPATH": str(SOAK.parent.parent)}
     return subprocess.run([sys.executable, str(SOAK), *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.fixture
