@@ -4,7 +4,9 @@
 For each kernel: boot a guest, make a btrfs on a scratch disk, write a file,
 drop caches, read it cold and hot, clone it and read the clone twice, then
 read N more clones of the cached file. Prints a side-by-side table and
-writes results/demo.json (format in the README).
+writes results/demo.json (format in the README). With --compress ALG the
+btrfs is mounted with compress=ALG on both kernels, and the results go to
+results/demo-ALG.json.
 """
 import argparse
 import json
@@ -13,20 +15,24 @@ from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "scripts"))
+sys.path.insert(0, str(TOP / "bench"))
 import vm  # noqa: E402
+import guestbench  # noqa: E402
 
 STEPS = ["read_source_cold", "read_source_hot", "read_clone_first",
          "read_clone_again", "read_n_clones"]
 
 
-def run_kernel(kernel, size, clones, mem):
+def run_kernel(kernel, size, clones, mem, compress):
     vm.build_kernel(kernel)
     out_dir = vm.CACHE / "demo" / kernel
     command = [sys.executable, "bench/demo_guest.py", "--device", "/dev/vda",
                "--size", str(size), "--clones", str(clones),
                "--json", "/run/pcshare/out/demo.json"]
-    if vm.has_shared_cache(kernel):
-        command += ["--mount-options", "shared_cache"]
+    options = [o for o in ("shared_cache" if vm.has_shared_cache(kernel) else "",
+                           f"compress={compress}" if compress else "") if o]
+    if options:
+        command += ["--mount-options", ",".join(options)]
     disk = 2 * size + (2 << 30)
     result = vm.run_vm(command, kernel=kernel, mem=mem, disks=[str(disk)],
                        timeout=1800 + size * (clones + 4) / (10 << 20), out_dir=out_dir)
@@ -66,8 +72,13 @@ def main():
     ap.add_argument("--clones", type=int, default=8, help="N for read_n_clones (default 8)")
     ap.add_argument("--kernels", default="stock,pcshare", help="comma-separated (default stock,pcshare)")
     ap.add_argument("--mem", help="guest memory (default: enough to cache every clone)")
-    ap.add_argument("--out", default=str(TOP / "results/demo.json"))
+    ap.add_argument("--compress", choices=["zlib", "lzo", "zstd"],
+                    help="mount with compress=ALG (default: no compression)")
+    ap.add_argument("--out", help="results file (default results/demo.json, "
+                    "or results/demo-ALG.json with --compress)")
     args = ap.parse_args()
+    args.out = args.out or str(TOP / "results" / (f"demo-{args.compress}.json" if args.compress
+                                                  else "demo.json"))
 
     size = vm.parse_size(args.size)
     if size <= 0 or size % 4096:
@@ -79,12 +90,14 @@ def main():
 
     runs = []
     for kernel in kernels:
-        print(f"== demo on {kernel}: {size >> 20} MiB file, {args.clones} clones", flush=True)
-        runs += run_kernel(kernel, size, args.clones, mem)
+        print(f"== demo on {kernel}: {size >> 20} MiB file, {args.clones} clones"
+              f"{', compress=' + args.compress if args.compress else ''}", flush=True)
+        runs += run_kernel(kernel, size, args.clones, mem, args.compress)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"file_size": size, "clones": args.clones, "runs": runs},
-                              indent=2) + "\n")
+    out.write_text(json.dumps({"file_size": size, "clones": args.clones,
+                               "compress": args.compress, **guestbench.provenance(),
+                               "runs": runs}, indent=2) + "\n")
     print()
     print(table(runs, kernels))
     print(f"\nwritten: {out}")

@@ -28,6 +28,10 @@ def main():
         src = mnt / "source"
         print(f"demo: writing {args.size >> 20} MiB", flush=True)
         fsutil.write_patterned(src, args.size, "demo")
+        with open(src, "rb") as f:
+            extents = fsutil.fiemap(f.fileno(), max_extents=1 << 16)
+        # Under compress=ALG: how much of the file is stored compressed.
+        encoded = sum(n for _, _, n, flags in extents if flags & fsutil.FIEMAP_EXTENT_ENCODED)
         fsutil.drop_caches()
         runs = []
 
@@ -51,6 +55,8 @@ def main():
         record("read_n_clones", lambda: [fsutil.read_through(c) for c in clones], n=args.clones)
     for row in runs:
         row["kernel_release"] = kernel
+        row["mount_options"] = args.mount_options
+        row["compressed_bytes_of_file"] = encoded
     Path(args.json).write_text(json.dumps(runs, indent=2))
 
 

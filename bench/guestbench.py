@@ -2,8 +2,8 @@
 in it on a scratch disk, return its JSON; and what every results file
 records about where it came from."""
 import argparse
-import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,13 +30,11 @@ def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600):
 
 
 def provenance():
-    """The series (hash of kernel/series and its patches) and the
-    accelerator, for every results file."""
-    h = hashlib.sha256()
-    series = TOP / "kernel/series"
-    for name in series.read_text().split():
-        h.update((TOP / "kernel/patches" / name).read_bytes())
-    return {"series_sha256": h.hexdigest()[:16],
+    """The series and the accelerator, for every results file. The series
+    hash is scripts/kernel.sh's, the stamp of the tree a kernel is built from."""
+    series = subprocess.run([str(TOP / "scripts/kernel.sh"), "series-hash"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    return {"series_sha256": series[:16],
             "accel": "kvm" if vm.kvm_usable() else "tcg"}
 
 

@@ -31,6 +31,8 @@ usage: scripts/kernel.sh COMMAND [ARGS]
                          kernel/patches/ and kernel/series
   build KERNEL VARIANT   build bzImage (VARIANT: default | debug); prints its path
   bzimage KERNEL VARIANT print the bzImage path (no build)
+  series-hash            print the hash of kernel/series and its patches, as
+                         stamped in the pcshare tree and results files
   check-patches          run checkpatch.pl --strict on every patch in the series
                          (allowed findings: kernel/checkpatch-exceptions)
   check-series           build the kernel after every patch of the series
@@ -360,6 +362,7 @@ dev-tree) cmd_dev_tree "${2:-}" ;;
 export) cmd_export "${2:-}" ;;
 build) cmd_build "${2:?kernel}" "${3:?variant}" ;;
 bzimage) bzimage_path "${2:?kernel}" "${3:?variant}" ;;
+series-hash) series_hash ;;
 check-patches) cmd_check_patches ;;
 check-series) cmd_check_series ;;
 -h | --help | help) usage ;;

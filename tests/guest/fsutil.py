@@ -29,6 +29,7 @@ FICLONERANGE2_PARTIAL = int(uapi.defines()["FICLONERANGE2_PARTIAL"])
 FS_IOC_FIEMAP = 0xC020660B
 FIEMAP_FLAG_SYNC = 0x1
 FIEMAP_EXTENT_LAST = 0x1
+FIEMAP_EXTENT_ENCODED = 0x8
 FIEMAP_EXTENT_SHARED = 0x2000
 FILE_DEDUPE_RANGE_SAME = 0
 FILE_DEDUPE_RANGE_DIFFERS = 1
@@ -127,7 +128,8 @@ def physical_map(path):
 
 
 def pattern(size, seed):
-    """Deterministic, incompressible-looking data: no two 4 KiB blocks alike."""
+    """Deterministic data, no two 4 KiB blocks alike; each block repeats one
+    64-byte digest, so it compresses well (compress=... stores it compressed)."""
     out = bytearray()
     counter = 0
     while len(out) < size:

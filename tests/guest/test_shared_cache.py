@@ -310,15 +310,14 @@ def test_balance_and_scrub_while_shared(sc):
     assert sha256_file(mnt / "b") == sha256(data)
 
 
-@pytest.mark.corrupts
-def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
-    mnt, dev = sc
-    data = fsutil.pattern(MiB, "bad")
-    fsutil.write_file(mnt / "f", data)
-    clone(mnt / "f", mnt / "g")
-    logical = fsutil.physical_map(mnt / "f")[0][1]
+def read_around_bad_block(mnt, dev, data, logical, bad_start, bad_end):
+    """Overwrite the disk block at LOGICAL, which files f and g (both DATA)
+    map at file range [BAD_START, BAD_END), remount, and read both twice:
+    the range gives EIO, a read running into it stops short, all else reads
+    back. Twice: a failed fill must leave nothing uptodate behind. Returns
+    the kernel's messages meanwhile."""
     fsutil.run("umount", str(mnt))
-    physical = fsutil.btrfs_physical(dev, logical + 3 * PAGE)
+    physical = fsutil.btrfs_physical(dev, logical)
     fd = os.open(dev, os.O_WRONLY | os.O_DIRECT)
     buf = mmap.mmap(-1, PAGE)
     buf[:] = b"\xa5" * PAGE
@@ -329,24 +328,34 @@ def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
     fsutil.drop_caches()
     fsutil.run("mount", "-o", "shared_cache", dev, str(mnt))
     log = fsutil.KernelLog()
+    try:
+        for attempt in range(2):
+            for name in ("f", "g"):
+                fd = os.open(mnt / name, os.O_RDONLY)
+                try:
+                    assert os.pread(fd, bad_start, 0) == data[:bad_start]
+                    with pytest.raises(OSError) as err:
+                        os.pread(fd, PAGE, bad_end - PAGE)
+                    assert err.value.errno == errno.EIO
+                    assert os.pread(fd, 2 * PAGE, bad_start - PAGE) == \
+                        data[bad_start - PAGE:bad_start]
+                    assert os.pread(fd, len(data), bad_end) == data[bad_end:]
+                finally:
+                    os.close(fd)
+        return log.read()
+    finally:
+        log.close()
 
-    # Twice: a failed fill must not leave a bad folio behind as uptodate.
-    for attempt in range(2):
-        for name in ("f", "g"):
-            fd = os.open(mnt / name, os.O_RDONLY)
-            try:
-                assert os.pread(fd, 3 * PAGE, 0) == data[:3 * PAGE]
-                with pytest.raises(OSError) as err:
-                    os.pread(fd, PAGE, 3 * PAGE)
-                assert err.value.errno == errno.EIO
-                # A read running into the bad block stops short before it.
-                assert os.pread(fd, 2 * PAGE, 2 * PAGE) == data[2 * PAGE:3 * PAGE]
-                assert os.pread(fd, MiB, 4 * PAGE) == data[4 * PAGE:]
-            finally:
-                os.close(fd)
+
+@pytest.mark.corrupts
+def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
+    mnt, dev = sc
+    data = fsutil.pattern(MiB, "bad")
+    fsutil.write_file(mnt / "f", data)
+    clone(mnt / "f", mnt / "g")
+    logical = fsutil.physical_map(mnt / "f")[0][1]
+    messages = read_around_bad_block(mnt, dev, data, logical + 3 * PAGE, 3 * PAGE, 4 * PAGE)
     # The report names the files that own the block, not the cache's inode.
-    messages = log.read()
-    log.close()
     for name in ("f", "g"):
         assert any(f"logical {logical + 3 * PAGE} " in m and m.endswith(f"(path: {name})")
                    for m in messages), messages
@@ -547,12 +556,15 @@ def test_memory_pressure_keeps_reads_correct(sc):
     assert out.split() == [expected] * 3
 
 
+def source_and_clone(mnt, dev, size, tag):
+    """SRC written, DST its clone, then a cold mount: returns SRC's data."""
+    data = source_and_clone(mnt, dev, size, tag)
+    return data
+
+
 def test_sendfile_and_splice_read_through_cache(sc):
     mnt, dev = sc
-    data = fsutil.pattern(4 * MiB, "splice")
-    fsutil.write_file(mnt / "src", data)
-    clone(mnt / "src", mnt / "dst")
-    cold(mnt, dev)
+    data = source_and_clone(mnt, dev, 4 * MiB, "splice")
     assert sha256_file(mnt / "src") == sha256(data)
     s0 = fsutil.shared_cache_stats(dev)
     with open(mnt / "dst", "rb") as src, open(mnt / "copy", "wb") as out:
@@ -565,6 +577,197 @@ def test_sendfile_and_splice_read_through_cache(sc):
     assert s1["bytes_filled"] == s0["bytes_filled"]
     assert s1["bytes_served"] - s0["bytes_served"] == len(data)
     assert sha256_file(mnt / "copy") == sha256(data)
+
+
+@pytest.fixture(scope="module")
+def asyncread(tmp_path_factory):
+    """tests/guest/asyncread.c built: a file to stdout via io_uring or AIO."""
+    exe = tmp_path_factory.mktemp("asyncread") / "asyncread"
+    fsutil.run("cc", "-O2", "-Wall", "-o", str(exe), str(Path(__file__).parent / "asyncread.c"))
+    return exe
+
+
+def test_nowait_reads_serve_cached_data_and_never_start_io(sc):
+    mnt, dev = sc
+    data = source_and_clone(mnt, dev, 4 * MiB, "nowait")
+    fd = os.open(mnt / "dst", os.O_RDONLY)
+    try:
+        # Nothing cached: EAGAIN, and no read started on the caller's behalf.
+        s0, disk0 = fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev)
+        with pytest.raises(BlockingIOError):
+            os.preadv(fd, [bytearray(PAGE)], 0, os.RWF_NOWAIT)
+        assert fsutil.shared_cache_stats(dev)["bytes_filled"] == s0["bytes_filled"]
+        assert fsutil.disk_read_bytes(dev) == disk0
+
+        assert sha256_file(mnt / "src") == sha256(data)
+        # One blocking read loads dst's extent map; then every NOWAIT read
+        # of the clone is served from the cache, without disk or growth.
+        assert os.pread(fd, PAGE, 0) == data[:PAGE]
+        s1, disk1, cached1 = (fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev),
+                              fsutil.meminfo("Cached"))
+        got = bytearray()
+        while len(got) < len(data):
+            buf = bytearray(256 * 1024)
+            n = os.preadv(fd, [buf], len(got), os.RWF_NOWAIT)
+            assert n > 0
+            got += buf[:n]
+    finally:
+        os.close(fd)
+    assert sha256(bytes(got)) == sha256(data)
+    s2 = fsutil.shared_cache_stats(dev)
+    assert s2["bytes_filled"] == s1["bytes_filled"]
+    assert s2["bytes_served"] - s1["bytes_served"] == len(data)
+    assert fsutil.disk_read_bytes(dev) - disk1 < MiB  # metadata at most
+    assert fsutil.meminfo("Cached") - cached1 < MiB
+
+
+@pytest.mark.parametrize("engine", ["uring", "aio"])
+def test_io_uring_and_aio_reads_share_the_cache(sc, asyncread, engine):
+    mnt, dev = sc
+    data = source_and_clone(mnt, dev, 8 * MiB, engine)
+
+    def read(name):
+        out = subprocess.run([str(asyncread), engine, str(mnt / name)], check=True,
+                             capture_output=True).stdout
+        return sha256(out)
+
+    s0 = fsutil.shared_cache_stats(dev)
+    assert read("src") == sha256(data)
+    s1 = fsutil.shared_cache_stats(dev)
+    assert s1["bytes_filled"] - s0["bytes_filled"] == len(data)
+    assert s1["bytes_served"] - s0["bytes_served"] == len(data)
+
+    disk1, cached1 = fsutil.disk_read_bytes(dev), fsutil.meminfo("Cached")
+    assert read("dst") == sha256(data)
+    s2 = fsutil.shared_cache_stats(dev)
+    assert s2["bytes_filled"] == s1["bytes_filled"]
+    assert s2["bytes_served"] - s1["bytes_served"] == len(data)
+    assert s2["resident_pages"] == len(data) // PAGE
+    assert fsutil.disk_read_bytes(dev) - disk1 < MiB
+    assert fsutil.meminfo("Cached") - cached1 < 2 * MiB
+
+
+def compressed_sc(request, scratch_dev, tmp_path, algorithm):
+    corrupts = request.node.get_closest_marker("corrupts") is not None
+    yield from _fresh("btrfs", scratch_dev, tmp_path,
+                      f"shared_cache,compress-force={algorithm}", corrupts)
+
+
+@pytest.fixture
+def scz(request, scratch_dev, tmp_path):
+    """A fresh btrfs mounted with shared_cache,compress-force=zstd."""
+    for mnt in compressed_sc(request, scratch_dev, tmp_path, "zstd"):
+        yield mnt, scratch_dev
+
+
+def assert_compressed(path):
+    with open(path, "rb") as f:
+        extents = fsutil.fiemap(f.fileno())
+    assert extents and all(flags & fsutil.FIEMAP_EXTENT_ENCODED for *_, flags in extents), \
+        f"{path} is not stored compressed: {extents}"
+
+
+@pytest.mark.parametrize("algorithm", ["zlib", "lzo", "zstd"])
+def test_compressed_clone_reads_no_disk_and_no_memory(request, scratch_dev, tmp_path,
+                                                      algorithm):
+    for mnt in compressed_sc(request, scratch_dev, tmp_path, algorithm):
+        dev = scratch_dev
+        size = 8 * MiB
+        data = fsutil.pattern(size, algorithm)
+        fsutil.write_file(mnt / "src", data)
+        assert_compressed(mnt / "src")
+        clone(mnt / "src", mnt / "dst")
+        with open(mnt / "src", "rb") as s, open(mnt / "part", "wb") as d:
+            # Starts and ends inside compressed extents (128 KiB each).
+            fsutil.ficlonerange(s.fileno(), d.fileno(), 64 * 1024, 3 * MiB, 0)
+        cold(mnt, dev)
+
+        s0, disk0 = fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev)
+        assert sha256_file(mnt / "src") == sha256(data)
+        s1, disk1 = fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev)
+        # Filled once, decompressed; far fewer bytes came from disk.
+        assert s1["bytes_filled"] - s0["bytes_filled"] == size
+        assert s1["bytes_served"] - s0["bytes_served"] == size
+        assert s1["resident_pages"] == size // PAGE
+        assert disk1 - disk0 < size // 4
+
+        cached1 = fsutil.meminfo("Cached")
+        assert sha256_file(mnt / "dst") == sha256(data)
+        assert sha256_file(mnt / "part") == sha256(data[64 * 1024:64 * 1024 + 3 * MiB])
+        s2 = fsutil.shared_cache_stats(dev)
+        assert s2["bytes_filled"] == s1["bytes_filled"]
+        assert s2["misses"] == s1["misses"]
+        assert s2["bytes_served"] - s1["bytes_served"] == size + 3 * MiB
+        assert s2["resident_pages"] == size // PAGE
+        assert fsutil.disk_read_bytes(dev) - disk1 < MiB
+        assert fsutil.meminfo("Cached") - cached1 < 4 * MiB
+
+
+def test_compressed_writes_after_clone_are_seen_by_that_file_only(scz):
+    mnt, dev = scz
+    size = 4 * MiB
+    data = fsutil.pattern(size, "zw")
+    fsutil.write_file(mnt / "src", data)
+    clone(mnt / "src", mnt / "dst")
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "src") == sha256(data)
+    expected = {"src": bytearray(data), "dst": bytearray(data)}
+    for how, target, offset, length in (("buffered", "dst", 100, 1000),
+                                        ("mmap", "src", 200 * 1024, 3 * PAGE),
+                                        ("direct", "dst", MiB, 256 * 1024)):
+        patch = fsutil.pattern(length, f"z{how}")
+        write_at(mnt / target, offset, patch, how)
+        expected[target][offset:offset + length] = patch
+        os.sync()
+        for name in ("src", "dst"):
+            assert sha256_file(mnt / name) == sha256(expected[name]), (how, name)
+    cold(mnt, dev)
+    for name in ("src", "dst"):
+        assert sha256_file(mnt / name) == sha256(expected[name]), name
+
+
+def test_compressed_freed_and_reused_space_never_serves_old_data(scz):
+    mnt, dev = scz
+    fsutil.run("mount", "-o", "remount,nossd", str(mnt))
+    old = fsutil.pattern(4 * MiB, "zold")
+    fsutil.write_file(mnt / "old", old)
+    assert_compressed(mnt / "old")
+    fsutil.drop_caches()
+    assert sha256_file(mnt / "old") == sha256(old)
+    old_starts = {p for _, p, _ in fsutil.physical_map(mnt / "old")}
+    inval0 = fsutil.shared_cache_stats(dev)["invalidations"]
+    os.unlink(mnt / "old")
+    fsutil.run("btrfs", "filesystem", "sync", str(mnt))
+    fsutil.run("btrfs", "filesystem", "sync", str(mnt))
+    assert fsutil.shared_cache_stats(dev)["invalidations"] > inval0
+    # New compressed extents at the old extents' addresses: same positions
+    # in the compressed cache, other data.
+    reused = []
+    for i in range(16):
+        new = fsutil.pattern(MiB, f"znew{i}")
+        fsutil.write_file(mnt / f"new{i}", new)
+        if old_starts & {p for _, p, _ in fsutil.physical_map(mnt / f"new{i}")}:
+            reused.append((f"new{i}", new))
+    assert reused, "no new extent started where an old one did; the test proves nothing"
+    fsutil.drop_caches()
+    for name, new in reused:
+        assert sha256_file(mnt / name) == sha256(new), name
+
+
+@pytest.mark.corrupts
+def test_compressed_checksum_failure_returns_eio_and_caches_nothing_bad(scz):
+    mnt, dev = scz
+    ext = 128 * 1024
+    data = fsutil.pattern(MiB, "zbad")
+    fsutil.write_file(mnt / "f", data)
+    assert_compressed(mnt / "f")
+    clone(mnt / "f", mnt / "g")
+    logical = fsutil.physical_map(mnt / "f")[1][1]  # the second extent
+    # The whole extent fails: its data on disk is one compressed stream.
+    messages = read_around_bad_block(mnt, dev, data, logical, ext, 2 * ext)
+    for name in ("f", "g"):
+        assert any(f"logical {logical} " in m and m.endswith(f"(path: {name})")
+                   for m in messages), messages
 
 
 def test_direct_reads_bypass_the_cache(sc):
