@@ -558,7 +558,10 @@ def test_memory_pressure_keeps_reads_correct(sc):
 
 def source_and_clone(mnt, dev, size, tag):
     """SRC written, DST its clone, then a cold mount: returns SRC's data."""
-    data = source_and_clone(mnt, dev, size, tag)
+    data = fsutil.pattern(size, tag)
+    fsutil.write_file(mnt / "src", data)
+    clone(mnt / "src", mnt / "dst")
+    cold(mnt, dev)
     return data
 
 
