@@ -109,6 +109,15 @@ def fideduperange(src_fd, src_offset, length, dests):
     return [struct.unpack_from("=qQQiI", buf, 24 + 32 * i)[2:4] for i in range(len(dests))]
 
 
+def readahead(fd, offset, count):
+    """readahead(2), which Python's os module does not wrap."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.readahead.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_size_t]
+    if libc.readahead(fd, offset, count) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 def fiemap(fd, start=0, length=(1 << 64) - 1, max_extents=512):
     """Return [(logical, physical, length, flags)] for the range."""
     header = struct.pack("=QQIIII", start, length, FIEMAP_FLAG_SYNC, 0, max_extents, 0)

@@ -530,11 +530,13 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     assert not errors, f"readers saw wrong data: {errors}"
 
 
+@pytest.mark.parametrize("how", ["read", "mmap"])
 @pytest.mark.parametrize("mount", ["sc", "scz"])
-def test_memory_pressure_keeps_reads_correct(request, mount):
+def test_memory_pressure_keeps_reads_correct(request, mount, how):
     """Three readers of three clones at once in 32 MiB: reclaim takes cache
     pages one at a time, so compressed extents are found partly cached and
-    must be read again whole."""
+    must be read again whole; mapped readers fill their own pages from the
+    cache while both are reclaimed."""
     mnt, dev = request.getfixturevalue(mount)
     data = fsutil.pattern(96 * MiB, "pressure")
     fsutil.write_file(mnt / "a", data)
@@ -544,15 +546,20 @@ def test_memory_pressure_keeps_reads_correct(request, mount):
         clone(mnt / "a", mnt / name)
     cold(mnt, dev)
     expected = sha256(data)
-    script = ("import sys, hashlib\n"
+    script = ("import sys, hashlib, mmap\n"
               "h = hashlib.sha256()\n"
               "with open(sys.argv[1], 'rb') as f:\n"
-              "    while (b := f.read(1 << 20)):\n"
-              "        h.update(b)\n"
+              "    if sys.argv[2] == 'mmap':\n"
+              "        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+              "        for i in range(0, len(m), 1 << 20):\n"
+              "            h.update(m[i:i + (1 << 20)])\n"
+              "    else:\n"
+              "        while (b := f.read(1 << 20)):\n"
+              "            h.update(b)\n"
               "print(h.hexdigest())\n")
     with fsutil.memory_cgroup("pcshare-pressure", 32 * MiB) as procs:
         children = [subprocess.Popen(
-            ["python3", "-c", script, str(mnt / n)], stdout=subprocess.PIPE, text=True,
+            ["python3", "-c", script, str(mnt / n), how], stdout=subprocess.PIPE, text=True,
             preexec_fn=lambda: procs.write_text(str(os.getpid()))) for n in "abc"]
         results = [(child.communicate()[0].strip(), child.returncode) for child in children]
     assert results == [(expected, 0)] * 3
@@ -592,6 +599,17 @@ def asyncread(tmp_path_factory):
     return exe
 
 
+def read_nowait(fd, size):
+    """SIZE bytes from FD by preadv2(RWF_NOWAIT), which must never fail."""
+    got = bytearray()
+    while len(got) < size:
+        buf = bytearray(256 * 1024)
+        n = os.preadv(fd, [buf], len(got), os.RWF_NOWAIT)
+        assert n > 0
+        got += buf[:n]
+    return bytes(got[:size])
+
+
 def test_nowait_reads_serve_cached_data_and_leave_misses_to_a_retry(sc):
     mnt, dev = sc
     data = source_and_clone(mnt, dev, 4 * MiB, "nowait")
@@ -610,15 +628,10 @@ def test_nowait_reads_serve_cached_data_and_leave_misses_to_a_retry(sc):
         assert os.pread(fd, PAGE, 0) == data[:PAGE]
         s1, disk1, cached1 = (fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev),
                               fsutil.meminfo("Cached"))
-        got = bytearray()
-        while len(got) < len(data):
-            buf = bytearray(256 * 1024)
-            n = os.preadv(fd, [buf], len(got), os.RWF_NOWAIT)
-            assert n > 0
-            got += buf[:n]
+        got = read_nowait(fd, len(data))
     finally:
         os.close(fd)
-    assert sha256(bytes(got)) == sha256(data)
+    assert sha256(got) == sha256(data)
     s2 = fsutil.shared_cache_stats(dev)
     assert s2["bytes_filled"] == s1["bytes_filled"]
     assert s2["bytes_served"] - s1["bytes_served"] == len(data)
@@ -642,15 +655,9 @@ def test_nowait_reads_serve_holes_and_preallocated_ranges(sc):
     assert sha256_file(path) == sha256(expected)
     fd = os.open(path, os.O_RDONLY)
     try:
-        got = bytearray()
-        while len(got) < len(expected):
-            buf = bytearray(256 * 1024)
-            n = os.preadv(fd, [buf], len(got), os.RWF_NOWAIT)
-            assert n > 0
-            got += buf[:n]
+        assert read_nowait(fd, len(expected)) == expected
     finally:
         os.close(fd)
-    assert bytes(got) == expected
 
 
 @pytest.mark.parametrize("engine", ["uring", "aio"])
@@ -800,6 +807,107 @@ def test_compressed_checksum_failure_returns_eio_and_caches_nothing_bad(scz):
     for name in ("f", "g"):
         assert any(f"logical {logical} " in m and m.endswith(f"(path: {name})")
                    for m in messages), messages
+
+
+def sha256_mapped(path):
+    """PATH's data read through a shared read-only mapping (page faults)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return sha256(m[:])
+
+
+@pytest.mark.parametrize("mount", ["sc", "scz"])
+def test_mapped_clone_of_cached_data_reads_no_disk(request, mount):
+    mnt, dev = request.getfixturevalue(mount)
+    data = source_and_clone(mnt, dev, 8 * MiB, f"map{mount}")
+    if mount == "scz":
+        assert_compressed(mnt / "src")
+    assert sha256_file(mnt / "src") == sha256(data)
+    s0, disk0 = fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev)
+    assert sha256_mapped(mnt / "dst") == sha256(data)
+    s1, disk1 = fsutil.shared_cache_stats(dev), fsutil.disk_read_bytes(dev)
+    assert s1["bytes_filled"] == s0["bytes_filled"]
+    # Every page of the mapping was copied from the cache once.
+    assert s1["bytes_served"] - s0["bytes_served"] == len(data)
+    assert disk1 - disk0 < MiB  # metadata at most
+
+    # Mapping first fills the cache too: the source's pages, then its reads.
+    (mnt / "dst").unlink()
+    clone(mnt / "src", mnt / "dst2")
+    cold(mnt, dev)
+    assert sha256_mapped(mnt / "dst2") == sha256(data)
+    disk2 = fsutil.disk_read_bytes(dev)
+    assert sha256_file(mnt / "src") == sha256(data)
+    assert fsutil.disk_read_bytes(dev) - disk2 < MiB
+
+
+@pytest.mark.parametrize("advice", ["fadvise", "readahead"])
+def test_willneed_of_a_clone_fills_from_the_cache(sc, advice):
+    mnt, dev = sc
+    data = source_and_clone(mnt, dev, 8 * MiB, advice)
+    assert sha256_file(mnt / "src") == sha256(data)
+    disk0 = fsutil.disk_read_bytes(dev)
+    fd = os.open(mnt / "dst", os.O_RDONLY)
+    try:
+        if advice == "fadvise":
+            os.posix_fadvise(fd, 0, len(data), os.POSIX_FADV_WILLNEED)
+        else:
+            fsutil.readahead(fd, 0, len(data))
+        assert sha256_file(mnt / "dst") == sha256(data)
+    finally:
+        os.close(fd)
+    assert fsutil.disk_read_bytes(dev) - disk0 < MiB
+
+
+def test_mapping_of_a_clone_sees_every_change_to_its_file(sc):
+    """A clone's own folios filled from the cache behave as stock ones: a
+    write, clone or hole punch of the file shows in its mapping, a write to
+    the source does not."""
+    mnt, dev = sc
+    size = 8 * MiB
+    data = source_and_clone(mnt, dev, size, "coherent")
+    other = fsutil.pattern(size, "other")
+    fsutil.write_file(mnt / "other", other)
+    assert sha256_file(mnt / "src") == sha256(data)
+    expected = bytearray(data)
+    with open(mnt / "dst", "r+b") as f, \
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as shared, \
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as private:
+        assert sha256(shared[:]) == sha256(data)
+        private[0:PAGE] = bytes(PAGE)  # this page is the mapping's own now
+        write_at(mnt / "src", 0, fsutil.pattern(MiB, "src-write"), "buffered")
+        write_at(mnt / "dst", MiB, fsutil.pattern(PAGE, "dst-write"), "buffered")
+        expected[MiB:MiB + PAGE] = fsutil.pattern(PAGE, "dst-write")
+        with open(mnt / "other", "rb") as o:
+            fsutil.ficlonerange(o.fileno(), f.fileno(), 2 * MiB, MiB, 2 * MiB)
+        expected[2 * MiB:3 * MiB] = other[2 * MiB:3 * MiB]
+        fsutil.run("fallocate", "--punch-hole", "-o", str(4 * MiB), "-l", str(MiB),
+                   str(mnt / "dst"))
+        expected[4 * MiB:5 * MiB] = bytes(MiB)
+        write_at(mnt / "dst", 6 * MiB, fsutil.pattern(MiB, "dst-direct"), "direct")
+        expected[6 * MiB:7 * MiB] = fsutil.pattern(MiB, "dst-direct")
+        assert sha256(shared[:]) == sha256(expected)
+        assert sha256(private[PAGE:]) == sha256(expected[PAGE:])
+        assert private[:PAGE] == bytes(PAGE)
+    assert sha256_file(mnt / "dst") == sha256(expected)
+
+
+def test_exec_of_a_cloned_binary_reads_no_disk(sc):
+    mnt, dev = sc
+    python = Path(os.path.realpath("/usr/bin/python3"))
+    fsutil.write_file(mnt / "python-src", python.read_bytes())
+    os.chmod(mnt / "python-src", 0o755)
+    clone(mnt / "python-src", mnt / "python-dst")
+    os.chmod(mnt / "python-dst", 0o755)
+    cold(mnt, dev)
+    script = "import hashlib; print(hashlib.sha256(b'exec').hexdigest())"
+    want = sha256(b"exec") + "\n"
+    disk0 = fsutil.disk_read_bytes(dev)
+    assert fsutil.run(str(mnt / "python-src"), "-S", "-c", script) == want
+    disk1 = fsutil.disk_read_bytes(dev)
+    assert fsutil.run(str(mnt / "python-dst"), "-S", "-c", script) == want
+    disk2 = fsutil.disk_read_bytes(dev)
+    assert disk1 - disk0 > MiB // 2  # the source's run read its pages from disk
+    assert disk2 - disk1 < (disk1 - disk0) // 8
 
 
 def test_direct_reads_bypass_the_cache(sc):
