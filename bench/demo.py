@@ -15,7 +15,6 @@ from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "scripts"))
-sys.path.insert(0, str(TOP / "bench"))
 import vm  # noqa: E402
 import guestbench  # noqa: E402
 

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(TOP / "bench"))
+sys.path.append(str(TOP / "bench"))  # after scripts/: bench/vm.py is not scripts/vm.py
 import guestbench  # noqa: E402
 
 
@@ -17,3 +17,12 @@ def test_provenance_hash_is_the_build_stamp():
     assert prov["series_sha256"] == stamp[:16]
     assert prov["accel"] in ("kvm", "tcg")
 
+
+
+def test_demo_uses_the_harness_not_the_vm_benchmark():
+    """bench/demo.py imports scripts/vm.py; bench/vm.py (make bench-vm) once
+    shadowed it and every `make demo` died before booting."""
+    done = subprocess.run([sys.executable, str(TOP / "bench/demo.py"), "--size", "1000"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "--size must be a positive multiple of 4 KiB" in done.stderr
