@@ -5,7 +5,8 @@ For each kernel: boot a guest, make a btrfs on a scratch disk, write a file,
 drop caches, read it cold and hot, clone it and read the clone twice, then
 read N more clones of the cached file. Prints a side-by-side table and
 writes results/demo.json (format in the README). With --compress ALG the
-btrfs is mounted with compress=ALG on both kernels, and the results go to
+btrfs is mounted with compress-force=ALG on both kernels (compress=ALG's
+heuristic stored the demo's data uncompressed), and the results go to
 results/demo-ALG.json.
 """
 import argparse
@@ -29,7 +30,7 @@ def run_kernel(kernel, size, clones, mem, compress):
                "--size", str(size), "--clones", str(clones),
                "--json", "/run/pcshare/out/demo.json"]
     options = [o for o in ("shared_cache" if vm.has_shared_cache(kernel) else "",
-                           f"compress={compress}" if compress else "") if o]
+                           f"compress-force={compress}" if compress else "") if o]
     if options:
         command += ["--mount-options", ",".join(options)]
     disk = 2 * size + (2 << 30)
@@ -72,7 +73,7 @@ def main():
     ap.add_argument("--kernels", default="stock,pcshare", help="comma-separated (default stock,pcshare)")
     ap.add_argument("--mem", help="guest memory (default: enough to cache every clone)")
     ap.add_argument("--compress", choices=["zlib", "lzo", "zstd"],
-                    help="mount with compress=ALG (default: no compression)")
+                    help="mount with compress-force=ALG (default: no compression)")
     ap.add_argument("--out", help="results file (default results/demo.json, "
                     "or results/demo-ALG.json with --compress)")
     args = ap.parse_args()
