@@ -772,8 +772,15 @@ static int open_dst(struct clone_job *job)
 	int rc;
 
 	for (;;) {
+		/*
+		 * The stat's errno decides, not readlink's: readlink says EINVAL
+		 * when another clone created DST since the stat, and then O_EXCL
+		 * below fails and the loop finds the other's file and lock.
+		 */
+		int e = stat(job->dst_path, &st) < 0 ? errno : 0;
+
 		job->created = false;
-		if (stat(job->dst_path, &st) == 0) {
+		if (!e) {
 			if (!S_ISREG(st.st_mode)) {
 				err("%s: not a regular file", job->dst_path);
 				return EXIT_USAGE;
@@ -781,12 +788,12 @@ static int open_dst(struct clone_job *job)
 			job->dst_fd = open(job->dst_path, flags);
 			if (job->dst_fd < 0 && errno == ENOENT)
 				continue;	/* removed since the stat */
-		} else if (errno == ENOENT && (n = readlink(job->dst_path, link, sizeof(link) - 1)) >= 0) {
+		} else if (e == ENOENT && (n = readlink(job->dst_path, link, sizeof(link) - 1)) >= 0) {
 			/* As cp: creating through it puts a file wherever it points. */
 			err("%s: a symbolic link to '%.*s', which does not exist; not writing through it",
 			    job->dst_path, (int)n, link);
 			return EXIT_FAIL;
-		} else if (errno == ENOENT && !job->resume) {
+		} else if (e == ENOENT && !job->resume) {
 			job->dst_fd = open(job->dst_path, flags | O_CREAT | O_EXCL,
 					   job->src_st.st_mode & 0777);
 			if (job->dst_fd < 0 && errno == EEXIST)
@@ -799,6 +806,7 @@ static int open_dst(struct clone_job *job)
 			job->created = job->dst_fd >= 0;
 		} else {
 			job->dst_fd = -1;
+			errno = e;	/* what opened_regular() reports */
 		}
 		rc = opened_regular(job->dst_fd, job->dst_path, &job->dst_st);
 		if (rc)
