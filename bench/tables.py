@@ -21,6 +21,15 @@ def load(name):
     return json.loads((RESULTS / name).read_text())
 
 
+# The same benchmarks on the series before issue 14 (mapped, compressed,
+# io_uring and NOWAIT reads): each table shows pcshare before and after.
+BEFORE = "before-issue14"
+
+
+def load_before(name):
+    return load(f"{BEFORE}/{name}")
+
+
 def ratio(value, unit, bold=False):
     text = f"{value / unit:.2f}x" if round(value / unit, 2) else "0"
     return f"**{text}**" if bold else text
@@ -31,29 +40,34 @@ def row(*cells):
 
 
 def containers():
-    data = load("containers.json")
+    data, before = load("containers.json"), load_before("containers.json")
     image = data["image_bytes"]
     runs = {(r["kernel"], r["step"], r["containers"]): r for r in data["runs"]}
+    old = {(r["step"], r["containers"]): r for r in before["runs"] if r["kernel"] == "pcshare"}
     most = max(r["containers"] for r in data["runs"])
     labels = {"read_all_upgrade": "read_all, one old + one upgraded container",
               "entrypoint_upgrade": "entrypoint, one old + one upgraded container"}
-    lines = [row("step", "N", "stock cache", "pcshare cache", "stock disk", "pcshare disk"),
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [row("step", "N", "stock cache", "pcshare cache before", "pcshare cache",
+                 "stock disk", "pcshare disk before", "pcshare disk"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     steps = sorted({(r["step"], r["containers"]) for r in data["runs"]},
                    key=lambda s: (s[0] in labels, not s[0].startswith("read_all"), s[1]))
     for step, n in steps:
         stock, pcshare = runs[("stock", step, n)], runs[("pcshare", step, n)]
+        prior = old.get((step, n))
         bold = n == most and step not in labels
         lines.append(row(labels.get(step, step), n,
                          ratio(stock["cache_growth_bytes"], image, bold),
+                         ratio(prior["cache_growth_bytes"], image) if prior else "-",
                          ratio(pcshare["cache_growth_bytes"], image, bold),
                          ratio(stock["disk_read_bytes"], image),
+                         ratio(prior["disk_read_bytes"], image) if prior else "-",
                          ratio(pcshare["disk_read_bytes"], image)))
     return lines
 
 
 def vm():
-    data = load("vm.json")
+    data, before = load("vm.json"), load_before("vm.json")
     image = data["image_bytes"]
     most = max(r["clones"] for r in data["runs"])
     labels = {"psync": "psync (buffered `pread`)", "io_uring": "io_uring (buffered)",
@@ -62,34 +76,63 @@ def vm():
     for r in data["runs"]:
         if r["clones"] == most:
             by.setdefault((r["engine"], r["kernel"]), []).append(r)
-    lines = [row("engine (seq and rand alike)", "N", "stock cache", "pcshare cache",
-                 "stock disk", "pcshare disk"), "|---|---:|---:|---:|---:|---:|"]
+    for r in before["runs"]:
+        if r["clones"] == most and r["kernel"] == "pcshare":
+            by.setdefault((r["engine"], "before"), []).append(r)
+    lines = [row("engine (seq and rand alike)", "N", "stock cache", "pcshare cache before",
+                 "pcshare cache", "stock disk", "pcshare disk before", "pcshare disk"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for engine in dict.fromkeys(r["engine"] for r in data["runs"]):
         stock, pcshare = by[(engine, "stock")], by[(engine, "pcshare")]
+        prior = by.get((engine, "before"))
         # Bold where the cache makes the difference: at most half of stock's.
-        shares = (max(r["cache_growth_bytes"] for r in pcshare)
-                  <= max(r["cache_growth_bytes"] for r in stock) / 2)
+        shares = lambda runs, key: (max(r[key] for r in runs)  # noqa: E731
+                                    <= max(r[key] for r in stock) / 2)
         # Every access pattern gave the same bytes; show the larger.
         cell = lambda runs, key, bold: ratio(max(r[key] for r in runs), image, bold)  # noqa: E731
         lines.append(row(labels.get(engine, engine), most,
                          cell(stock, "cache_growth_bytes", False),
-                         cell(pcshare, "cache_growth_bytes", shares),
+                         cell(prior, "cache_growth_bytes", False) if prior else "-",
+                         cell(pcshare, "cache_growth_bytes",
+                              shares(pcshare, "cache_growth_bytes")),
                          cell(stock, "disk_read_bytes", False),
-                         cell(pcshare, "disk_read_bytes", shares)))
+                         cell(prior, "disk_read_bytes", False) if prior else "-",
+                         cell(pcshare, "disk_read_bytes", shares(pcshare, "disk_read_bytes"))))
     return lines
 
 
 def hit():
-    data = load("hit.json")
+    data, before = load("hit.json"), load_before("hit.json")
     labels = {"rand_4k": "4 KiB random reads", "rand_64k": "64 KiB random reads",
               "seq_1m": "1 MiB sequential reads"}
     iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in data["runs"]}
-    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock"),
-             "|---|---:|---:|---:|"]
+    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock",
+                 "pcshare / stock before"), "|---|---:|---:|---:|---:|"]
     for workload, value in data["ratio"].items():
+        prior = before["ratio"].get(workload)
         lines.append(row(labels.get(workload, workload),
                          f"{iops[('stock', workload)]:,.0f} IOPS",
-                         f"{iops[('pcshare', workload)]:,.0f} IOPS", f"{value:.2f}"))
+                         f"{iops[('pcshare', workload)]:,.0f} IOPS", f"{value:.2f}",
+                         f"{prior:.2f}" if prior is not None else "-"))
+    return lines
+
+
+def unshared():
+    data, before = load("unshared.json"), load_before("unshared.json")
+    labels = {"seqread": "sequential read, 1 MiB requests", "randread4k": "4 KiB random reads"}
+    median = lambda d, k, w: next(r for r in d["runs"]  # noqa: E731
+                                  if r["kernel"] == k and r["workload"] == w)
+    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock",
+                 "pcshare / stock before"), "|---|---:|---:|---:|---:|"]
+    for workload in dict.fromkeys(r["workload"] for r in data["runs"]):
+        stock, pcshare = median(data, "stock", workload), median(data, "pcshare", workload)
+        old = median(before, "pcshare", workload)["median"] / \
+            median(before, "stock", workload)["median"]
+        digits = 1 if stock["unit"] == "MB/s" else 0
+        lines.append(row(labels.get(workload, workload),
+                         f"{stock['median']:.{digits}f} {stock['unit']}",
+                         f"{pcshare['median']:.{digits}f} {pcshare['unit']}",
+                         f"{pcshare['median'] / stock['median']:.2f}", f"{old:.2f}"))
     return lines
 
 
@@ -132,7 +175,8 @@ def demo(name="demo.json"):
     return lines
 
 
-TABLES = {"containers": containers, "vm": vm, "hit": hit, "clone-items": clone_items,
+TABLES = {"containers": containers, "vm": vm, "hit": hit, "unshared": unshared,
+          "clone-items": clone_items,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json")}
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
