@@ -370,6 +370,15 @@ def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
         assert any(f"logical {logical + 3 * PAGE} " in m and m.endswith(f"(path: {name})")
                    for m in messages), messages
     assert not any("ino 18446744073709551603" in m for m in messages)
+    # A block that already failed alone is read once more per read, as on
+    # stock: only a fill that read it together with good pages retries.
+    corruptions = lambda: sum(v for k, v in fsutil.btrfs_device_stats(mnt).items()  # noqa: E731
+                              if k.endswith("corruption_errs"))
+    before = corruptions()
+    with open(mnt / "f", "rb", buffering=0) as f, pytest.raises(OSError) as err:
+        os.pread(f.fileno(), 2 * PAGE, 3 * PAGE)
+    assert err.value.errno == errno.EIO
+    assert corruptions() == before + 1
 
 
 def test_counters_are_readable_by_root_only(sc):
