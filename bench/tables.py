@@ -118,21 +118,21 @@ def hit():
 
 
 def unshared():
-    data, before = load("unshared.json"), load_before("unshared.json")
+    data = load("unshared.json")
+    median = {name: {(r["kernel"], r["workload"]): r["median"] for r in d["runs"]}
+              for name, d in (("now", data), ("before", load_before("unshared.json")))}
+    units = {r["workload"]: r["unit"] for r in data["runs"]}
     labels = {"seqread": "sequential read, 1 MiB requests", "randread4k": "4 KiB random reads"}
-    median = lambda d, k, w: next(r for r in d["runs"]  # noqa: E731
-                                  if r["kernel"] == k and r["workload"] == w)
     lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock",
                  "pcshare / stock before"), "|---|---:|---:|---:|---:|"]
-    for workload in dict.fromkeys(r["workload"] for r in data["runs"]):
-        stock, pcshare = median(data, "stock", workload), median(data, "pcshare", workload)
-        old = median(before, "pcshare", workload)["median"] / \
-            median(before, "stock", workload)["median"]
-        digits = 1 if stock["unit"] == "MB/s" else 0
+    for workload, unit in units.items():
+        now, before = median["now"], median["before"]
+        digits = 1 if unit == "MB/s" else 0
         lines.append(row(labels.get(workload, workload),
-                         f"{stock['median']:.{digits}f} {stock['unit']}",
-                         f"{pcshare['median']:.{digits}f} {pcshare['unit']}",
-                         f"{pcshare['median'] / stock['median']:.2f}", f"{old:.2f}"))
+                         f"{now[('stock', workload)]:.{digits}f} {unit}",
+                         f"{now[('pcshare', workload)]:.{digits}f} {unit}",
+                         f"{now[('pcshare', workload)] / now[('stock', workload)]:.2f}",
+                         f"{before[('pcshare', workload)] / before[('stock', workload)]:.2f}"))
     return lines
 
 
