@@ -910,14 +910,20 @@ def test_mapping_of_a_clone_sees_every_change_to_its_file(sc):
     assert sha256_file(mnt / "dst") == sha256(expected)
 
 
+def cloned_python(mnt, dev, src, dst):
+    """The system's python3 binary as SRC and its clone DST, both
+    executable, then a cold mount."""
+    python = Path(os.path.realpath("/usr/bin/python3"))
+    fsutil.write_file(mnt / src, python.read_bytes())
+    os.chmod(mnt / src, 0o755)
+    clone(mnt / src, mnt / dst)
+    os.chmod(mnt / dst, 0o755)
+    cold(mnt, dev)
+
+
 def test_exec_of_a_cloned_binary_reads_no_disk(sc):
     mnt, dev = sc
-    python = Path(os.path.realpath("/usr/bin/python3"))
-    fsutil.write_file(mnt / "python-src", python.read_bytes())
-    os.chmod(mnt / "python-src", 0o755)
-    clone(mnt / "python-src", mnt / "python-dst")
-    os.chmod(mnt / "python-dst", 0o755)
-    cold(mnt, dev)
+    cloned_python(mnt, dev, "python-src", "python-dst")
     script = "import hashlib; print(hashlib.sha256(b'exec').hexdigest())"
     want = sha256(b"exec") + "\n"
     disk0 = fsutil.disk_read_bytes(dev)

@@ -16,7 +16,7 @@ import pytest
 
 import fsutil
 from fsutil import MiB, sha256, sha256_file
-from test_shared_cache import PAGE, assert_compressed, clone, cold, write_at
+from test_shared_cache import PAGE, assert_compressed, clone, cold, cloned_python, write_at
 from test_shared_cache import sc, scz  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.shared_cache
@@ -234,12 +234,7 @@ def test_balance_moves_extents_under_shared_mappings(sc):
 
 def test_executed_clones_share_their_text(sc):
     mnt, dev = sc
-    python = Path(os.path.realpath("/usr/bin/python3"))
-    fsutil.write_file(mnt / "python-a", python.read_bytes())
-    os.chmod(mnt / "python-a", 0o755)
-    clone(mnt / "python-a", mnt / "python-b")
-    os.chmod(mnt / "python-b", 0o755)
-    cold(mnt, dev)
+    cloned_python(mnt, dev, "python-a", "python-b")
     procs = [subprocess.Popen([str(mnt / n), "-S", "-c",
                                "import sys; print('up', flush=True); sys.stdin.read()"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
