@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """`make bench-containers`: container images on btrfs snapshots.
 
-Boots the stock and the pcshare kernel (shared_cache) in turn; each runs
+Boots the stock and the pcshare kernel (mount option shared_cache_map:
+the shared extent cache, and mappings of unchanged clones shared) in turn; each runs
 bench/containers_guest.py: an image built from the host's python3, its
 standard library and libraries in one subvolume, N containers as snapshots
 (N = 1, 2, 4, 8), and per N two steps with caches dropped first:
-read_all (read every file of every container) and entrypoint (the
-interpreter, chrooted, imports 59 standard modules in each container).
+read_all (read every file of every container), entrypoint (the
+interpreter, chrooted, imports 59 standard modules in each container, one
+container after the other) and running (the same N entrypoints started
+together, measured while all of them still run).
 Also one container of the image beside one of an "upgraded" image that
 rewrote every 4th file. Writes results/containers.json
 
@@ -46,7 +49,7 @@ def main():
     for kernel in kernels:
         print(f"== {kernel}", flush=True)
         got = guestbench.run("containers", kernel, ["--containers", args.containers],
-                             disk="4G", mem="4G")
+                             disk="4G", mem="4G", shared_cache="shared_cache_map")
         runs = got.pop("runs")
         result["runs"] += [{"kernel": kernel, **r} for r in runs]
         result.setdefault("kernel_release", {})[kernel] = got.pop("kernel_release")

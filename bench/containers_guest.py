@@ -16,7 +16,10 @@ shared cache counters, time):
   read_all    read every file of every container with read(2)
   entrypoint  in every container, chrooted, the interpreter imports a good
               part of its standard library (exec, mmap of the libraries,
-              read of the bytecode), as a container start does
+              read of the bytecode), as a container start does; one
+              container after the other, each gone before the next starts
+  running     the same entrypoints started together, measured while all
+              of them still run: what N services side by side hold
 and both again over one container of the image and one of the upgraded
 image (steps read_all_upgrade and entrypoint_upgrade).
 """
@@ -47,7 +50,10 @@ SMOKE_MODULES = "json hashlib decimal".split()
 ENTRYPOINT = ("import sys, importlib; mods = sys.argv[1:]\n"
               "for m in mods: importlib.import_module(m)\n"
               "import hashlib; print('entrypoint ok', len(mods),"
-              " hashlib.sha256(' '.join(mods).encode()).hexdigest()[:16])")
+              " hashlib.sha256(' '.join(mods).encode()).hexdigest()[:16],"
+              " flush=True)")
+# Then it stays up, its mappings alive, until its stdin closes.
+SERVICE = ENTRYPOINT + "\nsys.stdin.read()"
 
 
 def install(path, root):
@@ -141,17 +147,47 @@ def read_all(roots):
                     fsutil.read_through(path)
 
 
+def start_in(root, script, modules, **popen):
+    return subprocess.Popen([INTERPRETER, "-I", "-B", "-c", script, *modules],
+                            preexec_fn=lambda r=str(root): (os.chroot(r), os.chdir("/")),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={"PATH": "/usr/bin", "LANG": "C.UTF-8"}, **popen)
+
+
+def check_started(root, modules, returncode, out, err):
+    """Every entrypoint must print the same line, naming all the modules it
+    imported."""
+    if returncode not in (0, None) or not out.startswith(f"entrypoint ok {len(modules)} "):
+        raise SystemExit(f"entrypoint in {root} failed ({returncode}): {out}{err}")
+
+
 def entrypoint(roots, modules):
-    """Run the entrypoint chrooted in each root; every one must print the
-    same line, naming all the modules it imported."""
+    """Run the entrypoint chrooted in each root, one after the other."""
     for root in roots:
-        proc = subprocess.run([INTERPRETER, "-I", "-B", "-c", ENTRYPOINT, *modules],
-                              preexec_fn=lambda r=str(root): (os.chroot(r), os.chdir("/")),
-                              capture_output=True, text=True,
-                              env={"PATH": "/usr/bin", "LANG": "C.UTF-8"})
-        if proc.returncode != 0 or not proc.stdout.startswith(f"entrypoint ok {len(modules)} "):
-            raise SystemExit(f"entrypoint in {root} failed ({proc.returncode}): "
-                             f"{proc.stdout}{proc.stderr}")
+        proc = start_in(root, ENTRYPOINT, modules)
+        out, err = proc.communicate()
+        check_started(root, modules, proc.returncode, out, err)
+
+
+def running(roots, modules):
+    """Start the entrypoint in every root at once; return, once all have
+    imported their modules, a function that stops them."""
+    procs = [start_in(root, SERVICE, modules, stdin=subprocess.PIPE) for root in roots]
+    started = []
+    for root, proc in zip(roots, procs):
+        line = proc.stdout.readline()
+        if not line:
+            proc.stdin.close()
+            out, err = proc.communicate()
+            check_started(root, modules, proc.returncode, out, err)
+        check_started(root, modules, None, line, "")
+        started.append(line)
+
+    def stop():
+        for root, proc, line in zip(roots, procs, started):
+            out, err = proc.communicate(input="")
+            check_started(root, modules, proc.returncode, line + out, err)
+    return stop
 
 
 def main():
@@ -176,8 +212,14 @@ def main():
               f"{rewritten >> 20} MiB", flush=True)
 
         def record(step, n, roots, fn):
+            """A step's row; fn may return a function to call after the
+            measurement, to stop what must still run while it is taken."""
             fsutil.drop_caches()
-            row = {"step": step, "containers": n, **meter.measure(lambda: fn(roots))}
+            after = []
+            row = {"step": step, "containers": n,
+                   **meter.measure(lambda: after.append(fn(roots)))}
+            if after[0]:
+                after[0]()
             runs.append(row)
             print(f"containers: {step:18} N={n}  cache +{row['cache_growth_bytes'] >> 20:5} MiB"
                   f"  disk {row['disk_read_bytes'] >> 20:5} MiB  {row['seconds']:7.2f} s",
@@ -187,6 +229,7 @@ def main():
             roots = [mnt / f"c{i}" for i in range(n)]
             record("read_all", n, roots, read_all)
             record("entrypoint", n, roots, lambda r: entrypoint(r, modules))
+            record("running", n, roots, lambda r: running(r, modules))
         pair = [mnt / "c0", mnt / "u0"]
         record("read_all_upgrade", 2, pair, read_all)
         record("entrypoint_upgrade", 2, pair, lambda r: entrypoint(r, modules))

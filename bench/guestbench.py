@@ -12,16 +12,18 @@ sys.path.insert(0, str(TOP / "scripts"))
 import vm  # noqa: E402,F401  (re-exported for the bench wrappers)
 
 
-def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600):
+def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
+        shared_cache="shared_cache"):
     """Run bench/NAME_guest.py GUEST_ARGS in a guest of KERNEL, with a
-    scratch disk at /dev/vda and mount option shared_cache when the kernel
-    has it; returns the JSON it wrote. Exits with a message naming the
+    scratch disk at /dev/vda and mount option SHARED_CACHE (shared_cache, or
+    shared_cache_map to share mappings too) when the kernel has the cache;
+    returns the JSON it wrote. Exits with a message naming the
     kernel and the console log when the guest fails."""
     out_dir = vm.CACHE / f"bench-{name}" / kernel
     command = [sys.executable, f"bench/{name}_guest.py", "--device", "/dev/vda",
                "--json", f"/run/pcshare/out/{name}.json", *guest_args]
     if vm.has_shared_cache(kernel):
-        command += ["--mount-options", "shared_cache"]
+        command += ["--mount-options", shared_cache]
     result = vm.run_vm(command, kernel=kernel, mem=mem, disks=[disk], timeout=timeout,
                        out_dir=out_dir)
     if not result.ok:

@@ -8,8 +8,8 @@ from plotting import main, plt
 
 def draw(result):
     image = result["image_bytes"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-    for ax, step in zip(axes, ("read_all", "entrypoint")):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
+    for ax, step in zip(axes, ("read_all", "entrypoint", "running")):
         for kernel, style in (("stock", "o-"), ("pcshare", "s-")):
             rows = sorted((r["containers"], r["cache_growth_bytes"] / image)
                           for r in result["runs"] if r["kernel"] == kernel and r["step"] == step)

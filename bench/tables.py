@@ -50,8 +50,9 @@ def containers():
     lines = [row("step", "N", "stock cache", "pcshare cache before", "pcshare cache",
                  "stock disk", "pcshare disk before", "pcshare disk"),
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    order = ["read_all", "entrypoint", "running", *labels]
     steps = sorted({(r["step"], r["containers"]) for r in data["runs"]},
-                   key=lambda s: (s[0] in labels, not s[0].startswith("read_all"), s[1]))
+                   key=lambda s: (order.index(s[0]), s[1]))
     for step, n in steps:
         stock, pcshare = runs[("stock", step, n)], runs[("pcshare", step, n)]
         prior = old.get((step, n))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`make bench-vm`: a VM disk image cloned with cp --reflink, read by fio.
 
-Boots the stock and the pcshare kernel (shared_cache) in turn; each runs
+Boots the stock and the pcshare kernel (mount option shared_cache_map:
+the shared extent cache, and mappings of unchanged clones shared) in turn; each runs
 bench/vm_guest.py: a raw image (--size, an ext4 filesystem with files in
 it) cloned 8 times, then for each fio engine (psync and io_uring buffered,
 libaio on O_DIRECT, mmap) and access (sequential 1 MiB, random 64 KiB)
@@ -48,7 +49,8 @@ def main():
     for kernel in kernels:
         print(f"== {kernel}", flush=True)
         got = guestbench.run("vm", kernel, ["--size", str(size), "--clones", args.clones],
-                             disk=str(size * 3 + (1 << 30)), mem="4G")
+                             disk=str(size * 3 + (1 << 30)), mem="4G",
+                             shared_cache="shared_cache_map")
         result["runs"] += [{"kernel": kernel, **r} for r in got["runs"]]
         result["kernel_release"][kernel] = got["kernel_release"]
     print("\ncache growth and disk bytes, cumulative over N clones, in images")

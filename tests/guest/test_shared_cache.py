@@ -26,7 +26,11 @@ def clone(src, dst):
         fsutil.ficlone(s.fileno(), d.fileno())
 
 
-def cold(mnt, device, options="shared_cache"):
+def cold(mnt, device):
+    """Unmount, drop caches and mount again, with the shared_cache options
+    the mount had (shared_cache if none)."""
+    options = ",".join(o for o in fsutil.mount_options(mnt)
+                       if o.startswith("shared_cache")) or "shared_cache"
     fsutil.run("umount", str(mnt))
     fsutil.drop_caches()
     fsutil.run("mount", "-o", options, device, str(mnt))
@@ -37,6 +41,13 @@ def sc(request, scratch_dev, tmp_path):
     """A fresh btrfs mounted with shared_cache: (mount point, device)."""
     corrupts = request.node.get_closest_marker("corrupts") is not None
     for mnt in _fresh("btrfs", scratch_dev, tmp_path, "shared_cache", corrupts):
+        yield mnt, scratch_dev
+
+
+@pytest.fixture
+def scm(request, scratch_dev, tmp_path):
+    """A fresh btrfs mounted with shared_cache_map (implies shared_cache)."""
+    for mnt in _fresh("btrfs", scratch_dev, tmp_path, "shared_cache_map"):
         yield mnt, scratch_dev
 
 
@@ -387,8 +398,9 @@ def test_counters_are_readable_by_root_only(sc):
     mnt, dev = sc
     directory = fsutil.btrfs_sysfs_dir(dev) / "shared_cache"
     names = sorted(p.name for p in directory.iterdir())
-    assert names == ["bytes_filled", "bytes_served", "hits", "invalidations", "misses",
-                     "resident_pages"]
+    assert names == ["bytes_filled", "bytes_served", "hits", "invalidations",
+                     "mapped_aliases", "mapped_attaches", "mapped_detaches", "mapped_pages",
+                     "misses", "resident_pages"]
     assert {oct(os.stat(directory / n).st_mode & 0o777) for n in names} == {"0o400"}
     pid = os.fork()
     if pid == 0:
@@ -549,13 +561,13 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     assert not errors, f"readers saw wrong data: {errors}"
 
 
-@pytest.mark.parametrize("how", ["read", "mmap"])
-@pytest.mark.parametrize("mount", ["sc", "scz"])
+@pytest.mark.parametrize("mount,how", [("sc", "read"), ("sc", "mmap"), ("scz", "read"),
+                                       ("scz", "mmap"), ("scm", "mmap")])
 def test_memory_pressure_keeps_reads_correct(request, mount, how):
     """Three readers of three clones at once in 32 MiB: reclaim takes cache
     pages one at a time, so compressed extents are found partly cached and
     must be read again whole; mapped readers fill their own pages from the
-    cache while both are reclaimed."""
+    cache while both are reclaimed, or (scm) share one alias's pages."""
     mnt, dev = request.getfixturevalue(mount)
     data = fsutil.pattern(96 * MiB, "pressure")
     fsutil.write_file(mnt / "a", data)

@@ -1,4 +1,5 @@
-"""Mappings of unchanged clones share one copy (pcshare kernel, btrfs/0016).
+"""Mappings of unchanged clones share one copy (pcshare kernel, btrfs/0017,
+mount option shared_cache_map).
 
 Read-only and private mappings of files whose extents are all the same
 (clones, snapshots) map the folios of one alias; an open for writing or a
@@ -6,6 +7,7 @@ truncate moves the file's mappings back to the file first.  Every test
 compares mapped data with what it must be (SHA-256) and checks the
 shared_cache/mapped_* counters against the mappings it made.
 """
+import ctypes
 import mmap
 import os
 import signal
@@ -17,10 +19,18 @@ import pytest
 import fsutil
 from fsutil import MiB, sha256, sha256_file
 from test_shared_cache import PAGE, assert_compressed, clone, cold, cloned_python, write_at
-from test_shared_cache import sc, scz  # noqa: F401 (fixtures)
+from conftest import _fresh
+from test_shared_cache import sc, scm  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.shared_cache
 SIZE = 8 * MiB
+
+
+@pytest.fixture
+def sczm(request, scratch_dev, tmp_path):
+    """A fresh btrfs mounted with shared_cache_map,compress-force=zstd."""
+    for mnt in _fresh("btrfs", scratch_dev, tmp_path, "shared_cache_map,compress-force=zstd"):
+        yield mnt, scratch_dev
 
 
 def mapped_stats(dev):
@@ -59,11 +69,11 @@ def clones(mnt, dev, names, tag, compressed=False):
     return data
 
 
-@pytest.mark.parametrize("mount", ["sc", "scz"])
+@pytest.mark.parametrize("mount", ["scm", "sczm"])
 def test_mappings_of_unchanged_clones_share_one_copy(request, mount):
     mnt, dev = request.getfixturevalue(mount)
     names = ["a", "b", "c", "d"]
-    data = clones(mnt, dev, names, f"share{mount}", compressed=mount == "scz")
+    data = clones(mnt, dev, names, f"share{mount}", compressed=mount == "sczm")
     assert sha256_file(mnt / "a") == sha256(data)  # the cache holds it now
     m0, disk0 = mapped_stats(dev), fsutil.disk_read_bytes(dev)
     cached0 = fsutil.meminfo("Cached")
@@ -107,11 +117,11 @@ CHANGES = ["write", "direct", "punch", "zero", "clone", "truncate", "dedupe"]
 
 
 @pytest.mark.parametrize("change", CHANGES)
-def test_a_change_to_a_mapped_file_is_seen_as_on_stock(sc, change):
+def test_a_change_to_a_mapped_file_is_seen_as_on_stock(scm, change):
     """DST is mapped shared and private beside SRC (one alias); the private
     mapping has copied its first page.  After the change DST's mappings show
     DST's new data, except the copied page; SRC's mapping shows SRC's."""
-    mnt, dev = sc
+    mnt, dev = scm
     data = clones(mnt, dev, ["src", "dst"], change)
     other = fsutil.pattern(SIZE, "other")
     fsutil.write_file(mnt / "other", other)
@@ -156,8 +166,8 @@ def test_a_change_to_a_mapped_file_is_seen_as_on_stock(sc, change):
     assert mapped_stats(dev)["mapped_aliases"] == 0
 
 
-def test_truncated_mapping_faults_sigbus_past_the_new_end(sc):
-    mnt, dev = sc
+def test_truncated_mapping_faults_sigbus_past_the_new_end(scm):
+    mnt, dev = scm
     data = clones(mnt, dev, ["src", "dst"], "sigbus")
     script = ("import mmap, os, sys\n"
               "f = open(sys.argv[1], 'rb')\n"
@@ -177,10 +187,10 @@ def test_truncated_mapping_faults_sigbus_past_the_new_end(sc):
     assert child.returncode == -signal.SIGBUS
 
 
-def test_mappings_in_a_forked_child_move_back_too(sc):
+def test_mappings_in_a_forked_child_move_back_too(scm):
     """The child's copy of the VMA lives in another mm: a write opened by the
     parent must move it as well."""
-    mnt, dev = sc
+    mnt, dev = scm
     data = clones(mnt, dev, ["src", "dst"], "fork")
     patch = fsutil.pattern(PAGE, "fork")
     m = Mapped(mnt / "dst")
@@ -203,11 +213,11 @@ def test_mappings_in_a_forked_child_move_back_too(sc):
     assert mapped_stats(dev)["mapped_aliases"] == 0
 
 
-def test_balance_moves_extents_under_shared_mappings(sc):
+def test_balance_moves_extents_under_shared_mappings(scm):
     """Balance frees the extents an alias was found by: mappings keep their
     data, a new mapping of a clone finds a new alias, and a write still
     moves the old ones back."""
-    mnt, dev = sc
+    mnt, dev = scm
     data = clones(mnt, dev, ["src", "dst"], "balance")
     before = fsutil.physical_map(mnt / "src")
     a, b = Mapped(mnt / "src"), Mapped(mnt / "dst")
@@ -232,8 +242,8 @@ def test_balance_moves_extents_under_shared_mappings(sc):
         b.close()
 
 
-def test_executed_clones_share_their_text(sc):
-    mnt, dev = sc
+def test_executed_clones_share_their_text(scm):
+    mnt, dev = scm
     cloned_python(mnt, dev, "python-a", "python-b")
     procs = [subprocess.Popen([str(mnt / n), "-S", "-c",
                                "import sys; print('up', flush=True); sys.stdin.read()"],
@@ -258,3 +268,58 @@ def test_executed_clones_share_their_text(sc):
             p.communicate("")
     assert [p.returncode for p in procs] == [0, 0]
     assert mapped_stats(dev)["mapped_aliases"] == 0
+
+
+def test_sharing_mappings_is_opt_in(sc):
+    """shared_cache alone leaves mappings private; shared_cache_map, set by
+    remount, shares the next ones, and turning it off keeps shared_cache."""
+    mnt, dev = sc
+    data = clones(mnt, dev, ["a", "b"], "optin")
+    assert "shared_cache_map" not in fsutil.mount_options(mnt)
+
+    def map_both():
+        before = mapped_stats(dev)
+        maps = [Mapped(mnt / n) for n in "ab"]
+        try:
+            assert [m.sha() for m in maps] == [sha256(data)] * 2
+            during = mapped_stats(dev)
+        finally:
+            for m in maps:
+                m.close()
+        return during["mapped_attaches"] - before["mapped_attaches"], during["mapped_aliases"]
+
+    assert map_both() == (0, 0)
+    fsutil.run("mount", "-o", "remount,shared_cache_map", str(mnt))
+    assert {"shared_cache", "shared_cache_map"} <= set(fsutil.mount_options(mnt))
+    assert map_both() == (2, 1)
+    fsutil.run("mount", "-o", "remount,noshared_cache_map", str(mnt))
+    options = fsutil.mount_options(mnt)
+    assert "shared_cache" in options and "shared_cache_map" not in options
+    assert map_both() == (0, 0)
+
+
+def test_mlocked_mapping_stays_resident_when_its_file_is_opened_for_writing(scm):
+    """mlock() keeps pages present; moving the mapping back to its file
+    must fault them in again, not leave the range to major faults."""
+    mnt, dev = scm
+    data = clones(mnt, dev, ["a", "b"], "mlock")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    m = Mapped(mnt / "b", private=True)  # writable buffer: its address for mlock
+    anchor = ctypes.c_char.from_buffer(m.map)
+    try:
+        addr = ctypes.addressof(anchor)
+        assert libc.mlock(addr, SIZE) == 0, os.strerror(ctypes.get_errno())
+        m0 = mapped_stats(dev)
+        assert m0["mapped_aliases"] == 1 and m0["mapped_pages"] == SIZE // PAGE
+        with open(mnt / "b", "r+b"):
+            pass
+        assert mapped_stats(dev)["mapped_detaches"] - m0["mapped_detaches"] == 1
+        resident = (ctypes.c_ubyte * (SIZE // PAGE))()
+        assert libc.mincore(addr, SIZE, resident) == 0, os.strerror(ctypes.get_errno())
+        assert sum(v & 1 for v in resident) == SIZE // PAGE
+        assert m.sha() == sha256(data)
+    finally:
+        del anchor  # the mapping cannot close while ctypes points into it
+        m.close()
