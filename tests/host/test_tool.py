@@ -824,9 +824,10 @@ def test_progress_bar_fits_and_clears(fs, cols):
         assert on_terminal(["clone", quiet, fs / "src", fs / "dst"], cols) == ""
 
 
-def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6)):
+def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
     """A kernel with the cache, as far as the tool can see: its counters, as
-    given, in a stand-in sysfs. Returns the environment that points there."""
+    given, in a stand-in sysfs, and MAPPED (aliases, pages, attaches,
+    detaches) if given. Returns the environment that points there."""
     if fs.name != "btrfs":
         pytest.skip("the shared extent cache is btrfs's")
     fsid = fsutil.run("blkid", "-s", "UUID", "-o", "value", str(tmp_path / "btrfs.img")).strip()
@@ -835,7 +836,29 @@ def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6)):
     for name, value in zip(["resident_pages", "hits", "misses", "bytes_filled",
                             "bytes_served", "invalidations"], values):
         (counters / name).write_text(f"{value}\n")
+    for name, value in zip(["mapped_aliases", "mapped_pages", "mapped_attaches",
+                            "mapped_detaches"], mapped or ()):
+        (counters / name).write_text(f"{value}\n")
     return dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"))
+
+
+def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
+    env = fake_counters(fs, tmp_path, mapped=(2, 2048, 5, 1))
+    stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
+    assert {k: v for k, v in stats.items() if k.startswith("mapped_")} == {
+        "mapped_aliases": 2, "mapped_pages": 2048, "mapped_bytes": 2048 * os.sysconf("SC_PAGESIZE"),
+        "mapped_attaches": 5, "mapped_detaches": 1}
+    text = tool("stat", fs, env=env).stdout
+    assert "mappings       8.0 MiB shared by 2 sets of identical files; 5 joins, " \
+           "1 moved back for a writer" in text
+
+
+def test_stat_without_mapped_counters_says_null(fs, tmp_path):
+    env = fake_counters(fs, tmp_path)
+    stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
+    assert [stats[k] for k in ("mapped_aliases", "mapped_pages", "mapped_bytes",
+                               "mapped_attaches", "mapped_detaches")] == [None] * 5
+    assert "mappings" not in tool("stat", fs, env=env).stdout
 
 
 def test_stat_finds_the_mount_of_a_subdirectory_or_a_spaced_path(fs, tmp_path):

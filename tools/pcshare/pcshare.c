@@ -1172,10 +1172,14 @@ static int run_stat(int argc, char **argv, const char **path)
 		{ 0 }
 	};
 	static const char *names[] = { "resident_pages", "hits", "misses", "bytes_filled",
-				       "bytes_served", "invalidations" };
+				       "bytes_served", "invalidations",
+				       /* Since btrfs/0017; absent from older kernels. */
+				       "mapped_aliases", "mapped_pages", "mapped_attaches",
+				       "mapped_detaches" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
-	uint64_t v[6], saved, lookups;
+	uint64_t v[10], saved, lookups;
+	bool mapped = true;
 	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
 	char uuid[37], h1[32], h2[32], h3[32], h4[32];
 	struct statfs sfs;
@@ -1220,9 +1224,13 @@ static int run_stat(int argc, char **argv, const char **path)
 			*p++ = '-';
 	}
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < 10; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
 		e = read_counter(file, text, sizeof(text), &v[i]);
+		if (e == ENOENT && i >= 6) {
+			mapped = false;
+			continue;
+		}
 		if (e == ENOENT) {
 			err("%s: this kernel has no btrfs shared extent cache (%s is missing); "
 			    "it needs the pcshare series with CONFIG_BTRFS_SHARED_CACHE", *path, file);
@@ -1256,8 +1264,17 @@ static int run_stat(int argc, char **argv, const char **path)
 		else
 			fputs("null", stdout);
 		printf(", \"bytes_filled\": %" PRIu64 ", \"bytes_served\": %" PRIu64
-		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64 "}\n",
+		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64,
 		       v[3], v[4], saved, v[5]);
+		if (mapped)
+			printf(", \"mapped_aliases\": %" PRIu64 ", \"mapped_pages\": %" PRIu64
+			       ", \"mapped_bytes\": %" PRIu64 ", \"mapped_attaches\": %" PRIu64
+			       ", \"mapped_detaches\": %" PRIu64 "}\n", v[6], v[7],
+			       v[7] * (uint64_t)getpagesize(), v[8], v[9]);
+		else
+			fputs(", \"mapped_aliases\": null, \"mapped_pages\": null"
+			      ", \"mapped_bytes\": null, \"mapped_attaches\": null"
+			      ", \"mapped_detaches\": null}\n", stdout);
 		return EXIT_OK;
 	}
 	printf("%s (btrfs %s): shared extent cache %s\n", mnt[0] ? mnt : *path, uuid,
@@ -1275,6 +1292,11 @@ static int run_stat(int argc, char **argv, const char **path)
 	printf("  saved          %s of disk reads and page cache copies\n",
 	       human(saved, h4, sizeof(h4)));
 	printf("  invalidations  %" PRIu64 "\n", v[5]);
+	if (mapped)
+		printf("  mappings       %s shared by %" PRIu64 " set%s of identical files;"
+		       " %" PRIu64 " joins, %" PRIu64 " moved back for a writer\n",
+		       human(v[7] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[6],
+		       v[6] == 1 ? "" : "s", v[8], v[9]);
 	return EXIT_OK;
 }
 
