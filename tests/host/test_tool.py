@@ -849,7 +849,7 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
         "mapped_aliases": 2, "mapped_pages": 2048, "mapped_bytes": 2048 * os.sysconf("SC_PAGESIZE"),
         "mapped_attaches": 5, "mapped_detaches": 1}
     text = tool("stat", fs, env=env).stdout
-    assert "mappings       8.0 MiB shared by 2 sets of identical files; 5 joins, " \
+    assert "mappings       8.0 MiB in 2 aliases of mapped files; 5 joins, " \
            "1 moved back for a writer" in text
 
 

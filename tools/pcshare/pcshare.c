@@ -1293,10 +1293,10 @@ static int run_stat(int argc, char **argv, const char **path)
 	       human(saved, h4, sizeof(h4)));
 	printf("  invalidations  %" PRIu64 "\n", v[5]);
 	if (mapped)
-		printf("  mappings       %s shared by %" PRIu64 " set%s of identical files;"
+		printf("  mappings       %s in %" PRIu64 " alias%s of mapped files;"
 		       " %" PRIu64 " joins, %" PRIu64 " moved back for a writer\n",
 		       human(v[7] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[6],
-		       v[6] == 1 ? "" : "s", v[8], v[9]);
+		       v[6] == 1 ? "" : "es", v[8], v[9]);
 	return EXIT_OK;
 }
 
