@@ -853,6 +853,20 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
            "1 moved back for a writer" in text
 
 
+def test_stat_says_whether_mappings_are_shared(fs, tmp_path):
+    env = fake_counters(fs, tmp_path, mapped=(0, 0, 0, 0))
+    lines = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        if line.split()[4] == str(fs):
+            line += ",shared_cache,noatime,shared_cache_map"
+        lines.append(line)
+    (tmp_path / "mountinfo").write_text("\n".join(lines) + "\n")
+    env["PCSHARE_MOUNTINFO"] = str(tmp_path / "mountinfo")
+    stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
+    assert (stats["enabled"], stats["map_enabled"]) == (True, True)
+    assert "map sharing    on (shared_cache_map)" in tool("stat", fs, env=env).stdout
+
+
 def test_stat_without_mapped_counters_says_null(fs, tmp_path):
     env = fake_counters(fs, tmp_path)
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
@@ -880,6 +894,7 @@ def test_stat_finds_the_mount_of_a_subdirectory_or_a_spaced_path(fs, tmp_path):
         env["PCSHARE_MOUNTINFO"] = str(tmp_path / "mountinfo")
         for path in (spaced, spaced / "sub"):
             stats = json.loads(tool("stat", "--json", path, check=0, env=env).stdout)
+            assert stats["map_enabled"] is False
             assert (stats["mountpoint"], stats["enabled"], stats["hits"]) == (str(spaced),
                                                                              True, 2)
             assert "shared extent cache on" in tool("stat", path, check=0, env=env).stdout

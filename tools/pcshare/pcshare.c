@@ -1114,22 +1114,26 @@ static void unescape(char *s)
 	*d = 0;
 }
 
-static bool has_option(char *opts, const char *name)
+static bool has_option(const char *opts, const char *name)
 {
-	char *o, *save;
+	size_t n = strlen(name);
+	const char *o;
 
-	for (o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
-		if (!strcmp(o, name))
+	for (o = opts; o; o = strchr(o, ',') ? strchr(o, ',') + 1 : NULL)
+		if (!strncmp(o, name, n) && (o[n] == ',' || !o[n]))
 			return true;
 	return false;
 }
+
+#define MAPPINGS_SHARED	2	/* cache_enabled(): shared_cache_map too */
 
 /*
  * Is shared_cache among the options of the mount fd is on? Found by mount
  * id, so a subdirectory, a bind mount, a mount point with a space in its
  * name and one mount on top of another all find the mount that is seen.
- * 1 on, 0 off, -1 unknown; mnt gets the mount point.
+ * 1 on (| MAPPINGS_SHARED), 0 off, -1 unknown; mnt gets the mount point.
  */
+
 static int cache_enabled(int fd, char *mnt, size_t len)
 {
 	const char *path = getenv("PCSHARE_MOUNTINFO") ?: "/proc/self/mountinfo";
@@ -1158,6 +1162,8 @@ static int cache_enabled(int fd, char *mnt, size_t len)
 		unescape(field[4]);
 		snprintf(mnt, len, "%s", field[4]);
 		on = has_option(field[5], "shared_cache") || (tok && has_option(tok, "shared_cache"));
+		if (on && tok && has_option(tok, "shared_cache_map"))
+			on |= MAPPINGS_SHARED;
 	}
 	free(line);
 	fclose(f);
@@ -1266,6 +1272,8 @@ static int run_stat(int argc, char **argv, const char **path)
 		printf(", \"bytes_filled\": %" PRIu64 ", \"bytes_served\": %" PRIu64
 		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64,
 		       v[3], v[4], saved, v[5]);
+		printf(", \"map_enabled\": %s",
+		       on < 0 ? "null" : on & MAPPINGS_SHARED ? "true" : "false");
 		if (mapped)
 			printf(", \"mapped_aliases\": %" PRIu64 ", \"mapped_pages\": %" PRIu64
 			       ", \"mapped_bytes\": %" PRIu64 ", \"mapped_attaches\": %" PRIu64
@@ -1292,6 +1300,9 @@ static int run_stat(int argc, char **argv, const char **path)
 	printf("  saved          %s of disk reads and page cache copies\n",
 	       human(saved, h4, sizeof(h4)));
 	printf("  invalidations  %" PRIu64 "\n", v[5]);
+	if (mapped && on > 0)
+		printf("  map sharing    %s\n", on & MAPPINGS_SHARED ? "on (shared_cache_map)" :
+		       "off (mount -o remount,shared_cache_map turns it on)");
 	if (mapped)
 		printf("  mappings       %s in %" PRIu64 " alias%s of mapped files;"
 		       " %" PRIu64 " joins, %" PRIu64 " moved back for a writer\n",
