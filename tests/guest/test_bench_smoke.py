@@ -49,7 +49,7 @@ def test_containers(scratch_dev, tmp_path):
     assert second < 0.05 * image if SHARED else second > 0.9 * image
     growth = two["cache_growth_bytes"] - one["cache_growth_bytes"]
     assert growth < 0.1 * image if SHARED else growth > 0.9 * image
-    for step in ("entrypoint", "read_all_upgrade", "entrypoint_upgrade"):
+    for step in ("entrypoint", "running", "read_all_upgrade", "entrypoint_upgrade"):
         assert rows(result, step=step, containers=2)["seconds"] > 0
 
 
