@@ -717,10 +717,10 @@ def test_io_uring_and_aio_reads_share_the_cache(sc, asyncread, engine):
     assert fsutil.meminfo("Cached") - cached1 < 2 * MiB
 
 
-def compressed_sc(request, scratch_dev, tmp_path, algorithm):
+def compressed_sc(request, scratch_dev, tmp_path, algorithm, option="shared_cache"):
     corrupts = request.node.get_closest_marker("corrupts") is not None
     yield from _fresh("btrfs", scratch_dev, tmp_path,
-                      f"shared_cache,compress-force={algorithm}", corrupts)
+                      f"{option},compress-force={algorithm}", corrupts)
 
 
 @pytest.fixture

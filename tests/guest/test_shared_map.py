@@ -18,8 +18,8 @@ import pytest
 
 import fsutil
 from fsutil import MiB, sha256, sha256_file
-from test_shared_cache import PAGE, assert_compressed, clone, cold, cloned_python, write_at
-from conftest import _fresh
+from test_shared_cache import (PAGE, assert_compressed, clone, cold, cloned_python,
+                               compressed_sc, write_at)
 from test_shared_cache import sc, scm  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.shared_cache
@@ -29,7 +29,7 @@ SIZE = 8 * MiB
 @pytest.fixture
 def sczm(request, scratch_dev, tmp_path):
     """A fresh btrfs mounted with shared_cache_map,compress-force=zstd."""
-    for mnt in _fresh("btrfs", scratch_dev, tmp_path, "shared_cache_map,compress-force=zstd"):
+    for mnt in compressed_sc(request, scratch_dev, tmp_path, "zstd", "shared_cache_map"):
         yield mnt, scratch_dev
 
 
