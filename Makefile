@@ -16,23 +16,24 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
-	@echo "make demo            the seed experiment on stock and pcshare kernels -> results/demo.json"
+	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
 	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
-	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> results/unshared.json"
-	@echo "make bench-clone     readers and a writer during clones -> results/clone.json, .png"
-	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> results/lockhold.json"
-	@echo "make bench-clone-items  extent items FICLONE and FICLONERANGE2 leave -> results/clone-items.json"
+	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> runs/unshared.json"
+	@echo "make bench-clone     readers and a writer during clones -> runs/clone.json, .png"
+	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> runs/lockhold.json"
+	@echo "make bench-clone-items  extent items FICLONE and FICLONERANGE2 leave -> runs/clone-items.json"
 	@echo "make bench-containers   N containers (snapshots of a python image): cache growth, disk bytes"
-	@echo "                     -> results/containers.json, results/containers.png"
-	@echo "make bench-vm        a disk image cloned (1, 4, 8 times), read by fio engines -> results/vm.json, .png"
-	@echo "make bench-mix       the seed report's Figures 2-8 (fio on a parent and clones) -> results/mix.json, .png"
-	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> results/hit.json, .png"
+	@echo "                     -> runs/containers.json, runs/containers.png"
+	@echo "make bench-vm        a disk image cloned (1, 4, 8 times), read by fio engines -> runs/vm.json, .png"
+	@echo "make bench-mix       the seed report's Figures 2-8 (fio on a parent and clones) -> runs/mix.json, .png"
+	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> runs/hit.json, .png"
 	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
-	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> results/soak.json"
+	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
+	@echo "make publish         copy runs/ (what demo and bench-* wrote) into results/, regenerate README tables"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
 	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
@@ -92,17 +93,27 @@ bench-mix: deps
 bench-hit: deps
 	$(PYTHON) bench/hit.py $(BENCH_ARGS)
 
-# The soak in a guest on a scratch disk; results/soak.json also when it fails.
+# The soak in a guest on a scratch disk; runs/soak.json also when it fails.
 SOAK_OUT := $(PCSHARE_CACHE)/soak
 SOAK_PYTHON = $$($(PYTHON) -c 'import sys; print(sys.executable)')
 soak: deps
 	scripts/kernel.sh build pcshare $(SOAK_VARIANT) >/dev/null
-	mkdir -p results && rm -f $(SOAK_OUT)/soak.json
+	mkdir -p runs && rm -f $(SOAK_OUT)/soak.json
 	$(PYTHON) scripts/vm.py --kernel pcshare --variant $(SOAK_VARIANT) --disk 8G --mem 3G \
 		--timeout $$(( $(SOAK_MINUTES) * 60 + 1800 )) --out $(SOAK_OUT) -- \
 		$(SOAK_PYTHON) tests/soak.py --device /dev/vda --mount-options shared_cache \
 		--seconds $$(( $(SOAK_MINUTES) * 60 )) --json /run/pcshare/out/soak.json $(SOAK_ARGS); \
-	status=$$?; cp $(SOAK_OUT)/soak.json results/soak.json && echo "results/soak.json"; exit $$status
+	status=$$?; cp $(SOAK_OUT)/soak.json runs/soak.json && echo "runs/soak.json"; exit $$status
+
+# New runs go to runs/ (harness/results.py); results/ changes only here, so
+# a measurement never makes the README check in `make test` fail.
+RUNS = $(or $(PCSHARE_RUNS),runs)
+publish:
+	@ls $(RUNS)/*.json >/dev/null 2>&1 || { echo "publish: no $(RUNS)/*.json: run make demo or a make bench-NAME first" >&2; exit 1; }
+	cp $(RUNS)/*.json results/
+	-cp $(RUNS)/*.png $(RUNS)/*.md results/ 2>/dev/null
+	$(PYTHON) bench/tables.py --write
+	@echo "publish: results/ and README.md updated; review with git diff"
 
 dev-tree: deps
 	scripts/kernel.sh dev-tree $(DEV)

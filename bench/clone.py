@@ -6,9 +6,9 @@ Boots the stock and the pcshare kernel; each makes a btrfs file of
 O_DIRECT, mmap) and one writer on it with no clone (the baseline), then
 clones it --repeat times per method while the same jobs run: FICLONE, a
 1 MiB FICLONERANGE loop, and (pcshare only) FICLONERANGE2 with 10 ms and
-100 ms budgets, all through `pcshare clone`. Writes results/clone.json
-(format in the README), results/clone.md (the README's table) and
-results/clone.png.
+100 ms budgets, all through `pcshare clone`. Writes runs/clone.json
+(format in the README), runs/clone.md (the README's table) and
+runs/clone.png.
 """
 import argparse
 import json
@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
+sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402
+from harness.results import run_file  # noqa: E402
 from clone_results import KINDS, groups  # noqa: E402
 
 STOCK_METHODS = ["ficlone", "ficlonerange_1m"]
@@ -62,8 +63,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5,
                     help="runs of each method per kernel (default 5)")
     ap.add_argument("--kernels", default="stock,pcshare")
-    ap.add_argument("--out", default=str(TOP / "results/clone.json"))
-    ap.add_argument("--plot", default=str(TOP / "results/clone.png"))
+    ap.add_argument("--out", default=run_file("clone.json"))
+    ap.add_argument("--plot", default=run_file("clone.png"))
     args = ap.parse_args()
     if args.extents < 1 or args.repeat < 1:
         ap.error("--extents and --repeat must be positive")

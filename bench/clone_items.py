@@ -5,7 +5,7 @@ Boots the pcshare kernel once; in the guest (bench/clone_items_guest.py) a
 file of large extents is cloned with FICLONE and with FICLONERANGE2
 (adaptive chunks, a 10 ms budget, fixed 1 MiB chunks), and the EXTENT_DATA
 items of each destination are counted in the committed tree. Writes
-results/clone-items.json:
+runs/clone-items.json:
 
     {"file_size": bytes, "items": {"src" | method: N}, "calls": {method: N}}
 """
@@ -15,15 +15,16 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
+sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402
+from harness.results import run_file  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="512M", help="source file size (default 512M)")
-    ap.add_argument("--out", default=str(TOP / "results/clone-items.json"))
+    ap.add_argument("--out", default=run_file("clone-items.json"))
     args = ap.parse_args()
     size = vm.parse_size(args.size)
     vm.build_kernel("pcshare")

@@ -11,13 +11,13 @@ interpreter, chrooted, imports 59 standard modules in each container, one
 container after the other) and running (the same N entrypoints started
 together, measured while all of them still run).
 Also one container of the image beside one of an "upgraded" image that
-rewrote every 4th file. Writes results/containers.json
+rewrote every 4th file. Writes runs/containers.json
 
     {"image_bytes": int, "image_files": int, "runs": [{"kernel", "step",
      "containers", "cache_growth_bytes", "disk_read_bytes", "seconds",
      "shared_cache": {...}}]}
 
-and results/containers.png (cache growth against N, per kernel and step).
+and runs/containers.png (cache growth against N, per kernel and step).
 Byte counts are exact under emulation; compare times only within a run.
 """
 import sys

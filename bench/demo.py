@@ -4,10 +4,10 @@
 For each kernel: boot a guest, make a btrfs on a scratch disk, write a file,
 drop caches, read it cold and hot, clone it and read the clone twice, then
 read N more clones of the cached file. Prints a side-by-side table and
-writes results/demo.json (format in the README). With --compress ALG the
+writes runs/demo.json (format in the README). With --compress ALG the
 btrfs is mounted with compress-force=ALG on both kernels (compress=ALG's
 heuristic stored the demo's data uncompressed), and the results go to
-results/demo-ALG.json.
+runs/demo-ALG.json.
 """
 import argparse
 import json
@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
+sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402
+from harness.results import run_file  # noqa: E402
 import guestbench  # noqa: E402
 
 STEPS = ["read_source_cold", "read_source_hot", "read_clone_first",
@@ -74,11 +75,11 @@ def main():
     ap.add_argument("--mem", help="guest memory (default: enough to cache every clone)")
     ap.add_argument("--compress", choices=["zlib", "lzo", "zstd"],
                     help="mount with compress-force=ALG (default: no compression)")
-    ap.add_argument("--out", help="results file (default results/demo.json, "
-                    "or results/demo-ALG.json with --compress)")
+    ap.add_argument("--out", help="results file (default runs/demo.json, "
+                    "or runs/demo-ALG.json with --compress)")
     args = ap.parse_args()
-    args.out = args.out or str(TOP / "results" / (f"demo-{args.compress}.json" if args.compress
-                                                  else "demo.json"))
+    args.out = args.out or run_file(f"demo-{args.compress}.json" if args.compress
+                                   else "demo.json")
 
     size = vm.parse_size(args.size)
     if size <= 0 or size % 4096:

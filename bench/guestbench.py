@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
+sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402,F401  (re-exported for the bench wrappers)
+from harness.results import run_file  # noqa: E402
 
 
 def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
@@ -51,9 +52,9 @@ def arg_parser(doc, name, plot=True):
     ap = argparse.ArgumentParser(description=doc, formatter_class=_HelpFormatter)
     ap.add_argument("--kernels", default="stock,pcshare",
                     help="comma-separated kernels, run in this order")
-    ap.add_argument("--out", default=str(TOP / f"results/{name}.json"), help="results file")
+    ap.add_argument("--out", default=run_file(f"{name}.json"), help="results file")
     if plot:
-        ap.add_argument("--plot", default=str(TOP / f"results/{name}.png"), help="plot file")
+        ap.add_argument("--plot", default=run_file(f"{name}.png"), help="plot file")
     return ap
 
 

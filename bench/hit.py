@@ -5,14 +5,14 @@ Boots the stock and the pcshare kernel (shared_cache) in turn, ROUNDS times
 each (interleaved); each boot runs bench/hit_guest.py: fio psync reads of a
 clone whose data is all in memory (stock: the clone's own page cache;
 pcshare: the shared extent cache), 4 KiB and 64 KiB random and 1 MiB
-sequential. Writes results/hit.json
+sequential. Writes runs/hit.json
 
     {"runs": [{"kernel", "workload", "iops_median", "samples": [...]}],
      "ratio": {workload: pcshare/stock},
      "shared_cache": [the guest's counters at the end of each pcshare boot],
      "cold_samples": [samples that read the disk: the run fails if any]}
 
-and results/hit.png, and prints the IOPS ratio per workload. Compare times only within one run: the guests may
+and runs/hit.png, and prints the IOPS ratio per workload. Compare times only within one run: the guests may
 run under TCG (the results file says which).
 """
 import statistics

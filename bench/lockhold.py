@@ -6,7 +6,7 @@ Boots the stock and the pcshare kernel in turn, ROUNDS times each
 while one writer writes elsewhere in the file and another inside the range
 being read (bench/lockhold_guest.py). pcshare mounts with shared_cache, so
 the read goes through the cache's slow path, which must not hold the extent
-lock while it waits for the disk. Writes results/lockhold.json:
+lock while it waits for the disk. Writes runs/lockhold.json:
 
     {"size": bytes, "rounds": N,
      "runs": [{"kernel": str, "round": i, "read_seconds": float,
@@ -23,8 +23,9 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
+sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402
+from harness.results import run_file  # noqa: E402
 
 
 def run_boot(kernel, size, out_dir):
@@ -45,7 +46,7 @@ def main():
     ap.add_argument("--size", default="1G", help="bytes read by the one pread (default 1G)")
     ap.add_argument("--rounds", type=int, default=2, help="boots per kernel (default 2)")
     ap.add_argument("--kernels", default="stock,pcshare")
-    ap.add_argument("--out", default=str(TOP / "results/lockhold.json"))
+    ap.add_argument("--out", default=run_file("lockhold.json"))
     args = ap.parse_args()
     size = vm.parse_size(args.size)
     if size < (128 << 20) or size % (64 << 20) or args.rounds < 1:

@@ -6,13 +6,13 @@ each (interleaved); each boot runs bench/mix_guest.py: fio (libaio on the
 page cache, 4 KiB random, four jobs per file) on a parent and a clone
 reading and writing in the report's combinations (Figures 2-6), then 1-16
 clones each read and written at once (Figures 7 and 8), with the page cache
-growth and disk bytes of each run. Writes results/mix.json
+growth and disk bytes of each run. Writes runs/mix.json
 
     {"runs": [{"kernel", "figure", "children", "job", "role", "kind",
      "lat_ms": {"mean", "p99", "max"}, "cache_growth_bytes",
      "disk_read_bytes"}], "samples": [every round's rows]}
 
-with medians over rounds in "runs", and results/mix.png drawn as the report
+with medians over rounds in "runs", and runs/mix.png drawn as the report
 drew them, plus cache growth and disk bytes against the number of children.
 Compare times only within one run: the guests may run under TCG
 (the results file says which).

@@ -5,7 +5,7 @@ Boots the stock and the pcshare kernel in turn, ROUNDS times each
 (interleaved, so drift of this machine hits both alike); each boot measures
 cold sequential reads (MB/s) and 4 KiB random reads (IOPS) of one non-cloned
 file. pcshare mounts with shared_cache, so every read goes through the
-cache's code. Writes results/unshared.json with the medians (format in the
+cache's code. Writes runs/unshared.json with the medians (format in the
 README) and prints pcshare/stock ratios.
 """
 import argparse
@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
+sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402
+from harness.results import run_file  # noqa: E402
 
 
 def run_boot(kernel, size, samples, out_dir):
@@ -40,7 +41,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="boots per kernel (default 3)")
     ap.add_argument("--samples", type=int, default=3, help="samples per boot (default 3)")
     ap.add_argument("--kernels", default="stock,pcshare")
-    ap.add_argument("--out", default=str(TOP / "results/unshared.json"))
+    ap.add_argument("--out", default=run_file("unshared.json"))
     args = ap.parse_args()
     size = vm.parse_size(args.size)
     if size <= 0 or args.rounds < 1 or args.samples < 1:

@@ -7,12 +7,12 @@ bench/vm_guest.py: a raw image (--size, an ext4 filesystem with files in
 it) cloned 8 times, then for each fio engine (psync and io_uring buffered,
 libaio on O_DIRECT, mmap) and access (sequential 1 MiB, random 64 KiB)
 the clones read one after the other with caches dropped first; page cache
-growth and disk bytes after 1, 4 and 8 clones. Writes results/vm.json
+growth and disk bytes after 1, 4 and 8 clones. Writes runs/vm.json
 
     {"image_bytes": int, "runs": [{"kernel", "engine", "access", "clones",
      "cache_growth_bytes", "disk_read_bytes", "seconds", "shared_cache"}]}
 
-and results/vm.png. This shows which I/O paths share today.
+and runs/vm.png. This shows which I/O paths share today.
 """
 import sys
 
