@@ -2,10 +2,14 @@
 """`make bench-containers`: container images on btrfs snapshots.
 
 Boots the stock and the pcshare kernel (mount option shared_cache_map:
-the shared extent cache, and mappings of unchanged clones shared) in turn; each runs
-bench/containers_guest.py: an image built from the host's python3, its
-standard library and libraries in one subvolume, N containers as snapshots
-(N = 1, 2, 4, 8), and per N two steps with caches dropped first:
+the shared extent cache, and mappings of files of read-only subvolumes
+shared) in turn, once per layout; each runs bench/containers_guest.py: an
+image built from the host's python3, its standard library and libraries in
+one subvolume, N containers (N = 1, 2, 4, 8) whose roots are, by layout,
+writable snapshots of the image ("snapshots": Docker's and Podman's btrfs
+drivers), overlayfs mounts over one read-only snapshot ("overlay": the
+overlay driver on btrfs) or read-only snapshots of their own
+("ro-snapshots"), and per N three steps with caches dropped first:
 read_all (read every file of every container), entrypoint (the
 interpreter, chrooted, imports 59 standard modules in each container, one
 container after the other) and running (the same N entrypoints started
@@ -13,8 +17,8 @@ together, measured while all of them still run).
 Also one container of the image beside one of an "upgraded" image that
 rewrote every 4th file. Writes runs/containers.json
 
-    {"image_bytes": int, "image_files": int, "runs": [{"kernel", "step",
-     "containers", "cache_growth_bytes", "disk_read_bytes", "seconds",
+    {"image_bytes": int, "image_files": int, "runs": [{"kernel", "layout",
+     "step", "containers", "cache_growth_bytes", "disk_read_bytes", "seconds",
      "shared_cache": {...}}]}
 
 and runs/containers.png (cache growth against N, per kernel and step).
@@ -26,6 +30,7 @@ import guestbench
 
 TOP = guestbench.TOP
 MiB = 1 << 20
+LAYOUTS = ("snapshots", "overlay", "ro-snapshots")
 
 
 def table(result):
@@ -33,28 +38,36 @@ def table(result):
     in_images = [(title, lambda r, f=field: f"{r[f] / image:.2f}x")
                  for title, field in (("cache", "cache_growth_bytes"),
                                       ("disk", "disk_read_bytes"))]
-    return guestbench.side_by_side(result["runs"], ("step", "containers"), in_images)
+    return guestbench.side_by_side(result["runs"], ("layout", "step", "containers"), in_images)
 
 
 def main():
     ap = guestbench.arg_parser(__doc__, "containers")
     ap.add_argument("--containers", default="1,2,4,8", help="values of N")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS),
+                    help="comma-separated container layouts: " + ", ".join(LAYOUTS))
     args = ap.parse_args()
+    layouts = [x for x in args.layouts.split(",") if x]
+    if not layouts or set(layouts) - set(LAYOUTS):
+        ap.error(f"--layouts: expected some of {', '.join(LAYOUTS)}, got {args.layouts!r}")
     guestbench.positive_list(ap, "--containers", args.containers)
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
         guestbench.vm.build_kernel(kernel)
 
     result = {"runs": [], **guestbench.provenance()}
-    for kernel in kernels:
-        print(f"== {kernel}", flush=True)
-        got = guestbench.run("containers", kernel, ["--containers", args.containers],
-                             disk="4G", mem="4G", shared_cache="shared_cache_map")
-        runs = got.pop("runs")
-        result["runs"] += [{"kernel": kernel, **r} for r in runs]
-        result.setdefault("kernel_release", {})[kernel] = got.pop("kernel_release")
-        got.pop("mount_options")
-        result.update(got)
+    for layout in layouts:
+        for kernel in kernels:
+            print(f"== {kernel}, {layout}", flush=True)
+            got = guestbench.run("containers", kernel,
+                                 ["--containers", args.containers, "--layout", layout],
+                                 disk="4G", mem="4G", shared_cache="shared_cache_map")
+            runs = got.pop("runs")
+            result["runs"] += [{"kernel": kernel, "layout": layout, **r} for r in runs]
+            result.setdefault("kernel_release", {})[kernel] = got.pop("kernel_release")
+            got.pop("mount_options")
+            got.pop("layout")
+            result.update(got)
     print(f"\nimage: {result['image_files']} files, {result['image_bytes'] / MiB:.1f} MiB; "
           "cache growth and disk bytes in images")
     return guestbench.finish("containers", result, table(result), args.out, args.plot)

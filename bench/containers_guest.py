@@ -5,10 +5,17 @@ Builds an image from the host's own files (the guest's root is the host's /
 over 9p): Debian's python3 interpreter, its standard library with compiled
 bytecode, and every shared library the interpreter and its extension
 modules link, laid out so that the image can be chrooted into. The image is
-one subvolume; containers are writable snapshots of it, and an "upgraded"
-image is a snapshot in which every UPGRADE_EVERY-th file was rewritten (the
-same bytes in new extents, as a layered image store's new version of a file
-that changed).
+one subvolume, and an "upgraded" image is a snapshot in which every
+UPGRADE_EVERY-th file was rewritten (the same bytes in new extents, as a
+layered image store's new version of a file that changed). A container's
+root is, by --layout:
+  snapshots     a writable snapshot of the image (Docker's and Podman's
+                btrfs storage drivers)
+  overlay       an overlayfs mount with a read-only snapshot of the image
+                as its lower layer, shared by all containers, and an upper
+                directory of its own (the overlay driver on btrfs)
+  ro-snapshots  a read-only snapshot of the image of its own (received
+                or snapper-style roots)
 
 For each N, with caches dropped first, two steps are measured over N
 containers (fsutil.Meter: page cache growth, bytes read from the disk,
@@ -21,9 +28,13 @@ shared cache counters, time):
   running     the same entrypoints started together, measured while all
               of them still run: what N services side by side hold
 and both again over one container of the image and one of the upgraded
-image (steps read_all_upgrade and entrypoint_upgrade).
+image (steps read_all_upgrade and entrypoint_upgrade); and fork_exit: one
+process maps the first container's interpreter and forks FORKS children
+that read every page of it and exit, as a pre-forking server does (mmap,
+fork and exit of a mapping, for the locks they take).
 """
 import json
+import mmap
 import os
 import shutil
 import subprocess
@@ -190,9 +201,60 @@ def running(roots, modules):
     return stop
 
 
+FORKS = 64
+
+
+def fork_exit(roots):
+    path = roots[0] / Path(INTERPRETER).resolve().relative_to("/")
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    pids = []
+    for _ in range(FORKS):
+        pid = os.fork()
+        if pid == 0:
+            pages = sum(1 for i in range(0, len(mapped), mmap.PAGESIZE) if mapped[i] >= 0)
+            os._exit(0 if pages == -(-len(mapped) // mmap.PAGESIZE) else 1)
+        pids.append(pid)
+    failed = [pid for pid in pids if os.waitpid(pid, 0)[1]]
+    mapped.close()
+    if failed:
+        raise SystemExit(f"fork_exit: {len(failed)} children failed")
+
+
+def writable_snapshot(mnt, image, name):
+    fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / image), str(mnt / name))
+
+
+def read_only_snapshot(mnt, image, name):
+    fsutil.run("btrfs", "subvolume", "snapshot", "-r", str(mnt / image), str(mnt / name))
+
+
+OVERLAYS = []
+
+
+def overlay(mnt, image, name):
+    """NAME: an overlayfs root over IMAGE's read-only snapshot, made once
+    per image and shared by its containers."""
+    lower = mnt / f"{image}-ro"
+    if not lower.exists():
+        read_only_snapshot(mnt, image, lower.name)
+    parts = [mnt / f"{name}-{part}" for part in ("upper", "work")]
+    for d in parts + [mnt / name]:
+        d.mkdir()
+    fsutil.run("mount", "-t", "overlay", "overlay", "-o",
+               f"lowerdir={lower},upperdir={parts[0]},workdir={parts[1]}", str(mnt / name))
+    OVERLAYS.append(mnt / name)
+
+
+LAYOUTS = {"snapshots": writable_snapshot, "overlay": overlay,
+           "ro-snapshots": read_only_snapshot}
+
+
 def main():
     ap = fsutil.bench_arg_parser(__doc__, size=False)
     ap.add_argument("--containers", default="1,2,4,8", help="values of N")
+    ap.add_argument("--layout", choices=LAYOUTS, default="snapshots",
+                    help="what a container's root is (see above)")
     ap.add_argument("--smoke", action="store_true",
                     help="N = 1, 2 and three modules (the test suite's run)")
     args = ap.parse_args()
@@ -205,9 +267,10 @@ def main():
         files, size = build_image(mnt / "image")
         fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "image"), str(mnt / "image-v2"))
         rewritten = upgrade(mnt / "image-v2")
+        make_root = LAYOUTS[args.layout]
         for i in range(max(counts)):
-            fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "image"), str(mnt / f"c{i}"))
-        fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "image-v2"), str(mnt / "u0"))
+            make_root(mnt, "image", f"c{i}")
+        make_root(mnt, "image-v2", "u0")
         print(f"containers: image {files} files, {size >> 20} MiB; upgrade rewrote "
               f"{rewritten >> 20} MiB", flush=True)
 
@@ -233,10 +296,13 @@ def main():
         pair = [mnt / "c0", mnt / "u0"]
         record("read_all_upgrade", 2, pair, read_all)
         record("entrypoint_upgrade", 2, pair, lambda r: entrypoint(r, modules))
+        record("fork_exit", FORKS, [mnt / "c0"], fork_exit)
+        for top in OVERLAYS:
+            fsutil.run("umount", str(top))
     result = {"image_bytes": size, "image_files": files, "upgrade_bytes_rewritten": rewritten,
               "upgrade_every": UPGRADE_EVERY, "entrypoint_modules": modules,
               "kernel_release": os.uname().release, "mount_options": args.mount_options,
-              "runs": runs}
+              "layout": args.layout, "runs": runs}
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 
 

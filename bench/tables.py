@@ -40,30 +40,35 @@ def row(*cells):
 
 
 def containers():
-    data, before = load("containers.json"), load_before("containers.json")
+    """Per layout: reading every file at the largest N, starting containers
+    one after the other and all at once at N = 1 and the largest N, and
+    the upgraded-image pair; start time as pcshare's over stock's."""
+    data = load("containers.json")
     image = data["image_bytes"]
-    runs = {(r["kernel"], r["step"], r["containers"]): r for r in data["runs"]}
-    old = {(r["step"], r["containers"]): r for r in before["runs"] if r["kernel"] == "pcshare"}
+    runs = {(r["kernel"], r.get("layout", "snapshots"), r["step"], r["containers"]): r
+            for r in data["runs"]}
     most = max(r["containers"] for r in data["runs"])
-    labels = {"read_all_upgrade": "read_all, one old + one upgraded container",
-              "entrypoint_upgrade": "entrypoint, one old + one upgraded container"}
-    lines = [row("step", "N", "stock cache", "pcshare cache before", "pcshare cache",
-                 "stock disk", "pcshare disk before", "pcshare disk"),
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    order = ["read_all", "entrypoint", "running", *labels]
-    steps = sorted({(r["step"], r["containers"]) for r in data["runs"]},
-                   key=lambda s: (order.index(s[0]), s[1]))
-    for step, n in steps:
-        stock, pcshare = runs[("stock", step, n)], runs[("pcshare", step, n)]
-        prior = old.get((step, n))
-        bold = n == most and step not in labels
-        lines.append(row(labels.get(step, step), n,
-                         ratio(stock["cache_growth_bytes"], image, bold),
-                         ratio(prior["cache_growth_bytes"], image) if prior else "-",
-                         ratio(pcshare["cache_growth_bytes"], image, bold),
-                         ratio(stock["disk_read_bytes"], image),
-                         ratio(prior["disk_read_bytes"], image) if prior else "-",
-                         ratio(pcshare["disk_read_bytes"], image)))
+    labels = {"read_all_upgrade": "read_all, old + upgraded",
+              "entrypoint_upgrade": "entrypoint, old + upgraded"}
+    lines = [row("layout", "step", "N", "stock cache", "pcshare cache", "stock disk",
+                 "pcshare disk", "pcshare time / stock"),
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    wanted = [("read_all", most), ("entrypoint", 1), ("entrypoint", most), ("running", 1),
+              ("running", most), ("read_all_upgrade", 2), ("entrypoint_upgrade", 2),
+              ("fork_exit", 64)]
+    for layout in dict.fromkeys(key[1] for key in runs):
+        for step, n in wanted:
+            stock, pcshare = runs.get(("stock", layout, step, n)), runs.get(
+                ("pcshare", layout, step, n))
+            if not stock or not pcshare:
+                continue
+            bold = n == most and step == "running"
+            lines.append(row(layout, labels.get(step, step), n,
+                             ratio(stock["cache_growth_bytes"], image, bold),
+                             ratio(pcshare["cache_growth_bytes"], image, bold),
+                             ratio(stock["disk_read_bytes"], image),
+                             ratio(pcshare["disk_read_bytes"], image),
+                             f"{pcshare['seconds'] / stock['seconds']:.2f}x"))
     return lines
 
 

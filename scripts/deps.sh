@@ -4,7 +4,8 @@
 # pinned, by scripts/kernel.sh. Quiet and quick when everything is there.
 set -euo pipefail
 apt_pkgs=(qemu-system-x86 btrfs-progs xfsprogs e2fsprogs fio gcc make flex bison bc
-	libelf-dev libssl-dev ccache cpio kmod perl python3 python3-matplotlib strace)
+	libelf-dev libssl-dev ccache cpio kmod perl python3 python3-matplotlib strace
+	apparmor)
 missing=()
 for p in "${apt_pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

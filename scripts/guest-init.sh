@@ -17,6 +17,8 @@ chmod 1777 /run/tmp
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t debugfs debugfs /sys/kernel/debug
+# AppArmor policy for the LSM tests (a kernel without it has no securityfs).
+mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 ln -sf /proc/self/fd /dev/fd 2>/dev/null
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /run/pcshare/out ||

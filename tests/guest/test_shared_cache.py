@@ -399,7 +399,7 @@ def test_counters_are_readable_by_root_only(sc):
     directory = fsutil.btrfs_sysfs_dir(dev) / "shared_cache"
     names = sorted(p.name for p in directory.iterdir())
     assert names == ["bytes_filled", "bytes_served", "hits", "invalidations",
-                     "mapped_aliases", "mapped_attaches", "mapped_detaches", "mapped_pages",
+                     "mapped_aliases", "mapped_attaches", "mapped_bytes_read", "mapped_pages",
                      "misses", "resident_pages"]
     assert {oct(os.stat(directory / n).st_mode & 0o777) for n in names} == {"0o400"}
     pid = os.fork()
@@ -567,7 +567,8 @@ def test_memory_pressure_keeps_reads_correct(request, mount, how):
     """Three readers of three clones at once in 32 MiB: reclaim takes cache
     pages one at a time, so compressed extents are found partly cached and
     must be read again whole; mapped readers fill their own pages from the
-    cache while both are reclaimed, or (scm) share one alias's pages."""
+    cache while both are reclaimed, or (scm: clones in a read-only
+    snapshot) share one content inode's pages."""
     mnt, dev = request.getfixturevalue(mount)
     data = fsutil.pattern(96 * MiB, "pressure")
     fsutil.write_file(mnt / "a", data)
@@ -575,7 +576,11 @@ def test_memory_pressure_keeps_reads_correct(request, mount, how):
         assert_compressed(mnt / "a")
     for name in ("b", "c"):
         clone(mnt / "a", mnt / name)
+    if mount == "scm":
+        fsutil.run("btrfs", "subvolume", "snapshot", "-r", str(mnt), str(mnt / "ro"))
     cold(mnt, dev)
+    files = [mnt / "ro" / n if mount == "scm" else mnt / n for n in "abc"]
+    attaches = fsutil.shared_cache_stats(dev)["mapped_attaches"]
     expected = sha256(data)
     script = ("import sys, hashlib, mmap\n"
               "h = hashlib.sha256()\n"
@@ -590,10 +595,12 @@ def test_memory_pressure_keeps_reads_correct(request, mount, how):
               "print(h.hexdigest())\n")
     with fsutil.memory_cgroup("pcshare-pressure", 32 * MiB) as procs:
         children = [subprocess.Popen(
-            ["python3", "-c", script, str(mnt / n), how], stdout=subprocess.PIPE, text=True,
-            preexec_fn=lambda: procs.write_text(str(os.getpid()))) for n in "abc"]
+            ["python3", "-c", script, str(path), how], stdout=subprocess.PIPE, text=True,
+            preexec_fn=lambda: procs.write_text(str(os.getpid()))) for path in files]
         results = [(child.communicate()[0].strip(), child.returncode) for child in children]
     assert results == [(expected, 0)] * 3
+    bound = fsutil.shared_cache_stats(dev)["mapped_attaches"] - attaches
+    assert bound == (3 if mount == "scm" else 0)
 
 
 def source_and_clone(mnt, dev, size, tag):

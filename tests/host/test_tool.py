@@ -827,7 +827,7 @@ def test_progress_bar_fits_and_clears(fs, cols):
 def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
     """A kernel with the cache, as far as the tool can see: its counters, as
     given, in a stand-in sysfs, and MAPPED (aliases, pages, attaches,
-    detaches) if given. Returns the environment that points there."""
+    bytes read) if given. Returns the environment that points there."""
     if fs.name != "btrfs":
         pytest.skip("the shared extent cache is btrfs's")
     fsid = fsutil.run("blkid", "-s", "UUID", "-o", "value", str(tmp_path / "btrfs.img")).strip()
@@ -837,20 +837,20 @@ def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
                             "bytes_served", "invalidations"], values):
         (counters / name).write_text(f"{value}\n")
     for name, value in zip(["mapped_aliases", "mapped_pages", "mapped_attaches",
-                            "mapped_detaches"], mapped or ()):
+                            "mapped_bytes_read"], mapped or ()):
         (counters / name).write_text(f"{value}\n")
     return dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"))
 
 
 def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
-    env = fake_counters(fs, tmp_path, mapped=(2, 2048, 5, 1))
+    env = fake_counters(fs, tmp_path, mapped=(2, 2048, 5, 3 << 20))
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert {k: v for k, v in stats.items() if k.startswith("mapped_")} == {
         "mapped_aliases": 2, "mapped_pages": 2048, "mapped_bytes": 2048 * os.sysconf("SC_PAGESIZE"),
-        "mapped_attaches": 5, "mapped_detaches": 1}
+        "mapped_attaches": 5, "mapped_bytes_read": 3 << 20}
     text = tool("stat", fs, env=env).stdout
-    assert "mappings       8.0 MiB in 2 aliases of mapped files; 5 joins, " \
-           "1 moved back for a writer" in text
+    assert "mappings       8.0 MiB in 2 shared copies of read-only files; 5 mappings bound, " \
+           "3.0 MiB read from disk" in text
 
 
 def test_stat_says_whether_mappings_are_shared(fs, tmp_path):
@@ -871,7 +871,7 @@ def test_stat_without_mapped_counters_says_null(fs, tmp_path):
     env = fake_counters(fs, tmp_path)
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert [stats[k] for k in ("mapped_aliases", "mapped_pages", "mapped_bytes",
-                               "mapped_attaches", "mapped_detaches")] == [None] * 5
+                               "mapped_attaches", "mapped_bytes_read")] == [None] * 5
     assert "mappings" not in tool("stat", fs, env=env).stdout
 
 

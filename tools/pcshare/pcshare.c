@@ -1179,9 +1179,9 @@ static int run_stat(int argc, char **argv, const char **path)
 	};
 	static const char *names[] = { "resident_pages", "hits", "misses", "bytes_filled",
 				       "bytes_served", "invalidations",
-				       /* Since btrfs/0017; absent from older kernels. */
+				       /* Since btrfs/0016; absent from older kernels. */
 				       "mapped_aliases", "mapped_pages", "mapped_attaches",
-				       "mapped_detaches" };
+				       "mapped_bytes_read" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
 	uint64_t v[10], saved, lookups;
@@ -1277,12 +1277,12 @@ static int run_stat(int argc, char **argv, const char **path)
 		if (mapped)
 			printf(", \"mapped_aliases\": %" PRIu64 ", \"mapped_pages\": %" PRIu64
 			       ", \"mapped_bytes\": %" PRIu64 ", \"mapped_attaches\": %" PRIu64
-			       ", \"mapped_detaches\": %" PRIu64 "}\n", v[6], v[7],
+			       ", \"mapped_bytes_read\": %" PRIu64 "}\n", v[6], v[7],
 			       v[7] * (uint64_t)getpagesize(), v[8], v[9]);
 		else
 			fputs(", \"mapped_aliases\": null, \"mapped_pages\": null"
 			      ", \"mapped_bytes\": null, \"mapped_attaches\": null"
-			      ", \"mapped_detaches\": null}\n", stdout);
+			      ", \"mapped_bytes_read\": null}\n", stdout);
 		return EXIT_OK;
 	}
 	printf("%s (btrfs %s): shared extent cache %s\n", mnt[0] ? mnt : *path, uuid,
@@ -1304,10 +1304,10 @@ static int run_stat(int argc, char **argv, const char **path)
 		printf("  map sharing    %s\n", on & MAPPINGS_SHARED ? "on (shared_cache_map)" :
 		       "off (mount -o remount,shared_cache_map turns it on)");
 	if (mapped)
-		printf("  mappings       %s in %" PRIu64 " alias%s of mapped files;"
-		       " %" PRIu64 " joins, %" PRIu64 " moved back for a writer\n",
+		printf("  mappings       %s in %" PRIu64 " shared cop%s of read-only files;"
+		       " %" PRIu64 " mappings bound, %s read from disk\n",
 		       human(v[7] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[6],
-		       v[6] == 1 ? "" : "es", v[8], v[9]);
+		       v[6] == 1 ? "y" : "ies", v[8], human(v[9], h2, sizeof(h2)));
 	return EXIT_OK;
 }
 
