@@ -1179,7 +1179,7 @@ static int run_stat(int argc, char **argv, const char **path)
 	};
 	static const char *names[] = { "resident_pages", "hits", "misses", "bytes_filled",
 				       "bytes_served", "invalidations",
-				       /* Since btrfs/0016; absent from older kernels. */
+				       /* Since btrfs/0020; absent from older kernels. */
 				       "mapped_aliases", "mapped_pages", "mapped_attaches",
 				       "mapped_bytes_read" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
