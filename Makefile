@@ -111,7 +111,7 @@ RUNS = $(or $(PCSHARE_RUNS),runs)
 publish:
 	@ls $(RUNS)/*.json >/dev/null 2>&1 || { echo "publish: no $(RUNS)/*.json: run make demo or a make bench-NAME first" >&2; exit 1; }
 	cp $(RUNS)/*.json results/
-	-cp $(RUNS)/*.png $(RUNS)/*.md results/ 2>/dev/null
+	@for f in $(RUNS)/*.png $(RUNS)/*.md; do [ ! -e "$$f" ] || cp -v "$$f" results/; done
 	$(PYTHON) bench/tables.py --write
 	@echo "publish: results/ and README.md updated; review with git diff"
 

@@ -219,7 +219,9 @@ def main():
         print(f"{args.readme.name}: {len(BLOCK.findall(text))} tables regenerated")
         return 0
     if new != text:
-        print(f"{args.readme.name}: tables differ from results/*.json; "
+        stale = [name for opening, name, body, closing in BLOCK.findall(text)
+                 if opening + body + closing not in new]
+        print(f"{args.readme.name}: tables differ from results/*.json: {', '.join(stale)}; "
               "run python3 bench/tables.py --write", file=sys.stderr)
         return 1
     print(f"{args.readme.name}: {len(BLOCK.findall(text))} tables match results/*.json")
