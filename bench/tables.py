@@ -47,7 +47,7 @@ def containers():
     image = data["image_bytes"]
     runs = {(r["kernel"], r.get("layout", "snapshots"), r["step"], r["containers"]): r
             for r in data["runs"]}
-    most = max(r["containers"] for r in data["runs"])
+    most = max(r["containers"] for r in data["runs"] if r["step"] == "read_all")
     labels = {"read_all_upgrade": "read_all, old + upgraded",
               "entrypoint_upgrade": "entrypoint, old + upgraded"}
     lines = [row("layout", "step", "N", "stock cache", "pcshare cache", "stock disk",
