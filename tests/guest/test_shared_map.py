@@ -562,3 +562,105 @@ def test_core_dumps_name_the_mapped_file(scm, tmp_path):
         pattern.write_text(old)
     assert str(mnt / "s0" / "f") in names, names
     assert not [n for n in names if "btrfs-shared-map" in n], names
+
+
+class Hold:
+    """The next thread to pass POINT in the kernel sleeps there until
+    release(): shared_cache/debug_hold, CONFIG_BTRFS_DEBUG only.  Makes a
+    race window as wide as the test needs, every run."""
+
+    def __init__(self, dev, point):
+        self.path = fsutil.btrfs_sysfs_dir(dev) / "shared_cache" / "debug_hold"
+        if not self.path.exists():
+            pytest.skip("debug_hold needs CONFIG_BTRFS_DEBUG (the debug kernel)")
+        self.point = point
+        self.path.write_text(point)
+        assert self.state() == f"armed {point}"
+
+    def state(self):
+        return self.path.read_text().strip()
+
+    def wait_held(self, proc, timeout=60):
+        deadline = time.monotonic() + timeout
+        while self.state() != f"held {self.point}":
+            assert proc.poll() is None, f"exited before reaching {self.point}"
+            assert time.monotonic() < deadline, f"nothing reached {self.point}"
+            time.sleep(0.05)
+
+    def release(self):
+        self.path.write_text("release")
+        deadline = time.monotonic() + 10
+        while self.state() != "none":
+            assert time.monotonic() < deadline, "the held thread did not go on"
+            time.sleep(0.05)
+
+
+# Maps argv[1] read-only and shared and prints the SHA-256 of its data.
+MAP_AND_HASH = ("import hashlib, mmap, sys\n"
+                "f = open(sys.argv[1], 'rb')\n"
+                "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+                "print(hashlib.sha256(m[:]).hexdigest(), flush=True)\n")
+
+
+def map_and_hash(path):
+    return subprocess.Popen(["python3", "-S", "-c", MAP_AND_HASH, str(path)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def balance_data(mnt, path):
+    """Relocate every data extent; PATH's blocks must move (and their old
+    space is freed, which forgets content inodes naming it)."""
+    before = fsutil.physical_map(path)
+    fsutil.run("btrfs", "balance", "start", "--full-balance", "-d", str(mnt))
+    assert fsutil.physical_map(path) != before
+
+
+def map_during_balance(mnt, dev, point, snapshots):
+    """Map s0/f in a child whose mmap (or fault) is held at POINT while a
+    balance moves the file; the child must read the image's data.
+    Returns the counters before and after."""
+    data = image(mnt, dev, snapshots, point)
+    m0 = mapped_stats(dev)
+    hold = Hold(dev, point)
+    child = map_and_hash(mnt / "s0" / "f")
+    try:
+        hold.wait_held(child)
+        balance_data(mnt, mnt / "s0" / "f")
+    finally:
+        hold.release()
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and out.strip() == sha256(data)
+    return data, m0, mapped_stats(dev)
+
+
+def test_a_key_built_across_a_balance_is_neither_used_nor_kept(scm):
+    """Between building a mapping's key (extent lock held) and looking it
+    up, a balance moves the file and frees the space the key names.  The
+    key must not bind the mapping nor enter the table, where a later file
+    with that layout in the reused space would find it.  The mapping takes
+    the stock path with the right data; the next mapping binds afresh."""
+    mnt, dev = scm
+    data, m0, m1 = map_during_balance(mnt, dev, "map_key", 2)
+    assert m1["mapped_attaches"] == m0["mapped_attaches"]
+    assert m1["mapped_aliases"] == m0["mapped_aliases"]
+    b = Mapped(mnt / "s1" / "f")
+    try:
+        assert b.sha() == sha256(data)
+        m2 = mapped_stats(dev)
+        assert m2["mapped_attaches"] == m1["mapped_attaches"] + 1
+        assert m2["mapped_aliases"] == m1["mapped_aliases"] + 1
+    finally:
+        b.close()
+
+
+def test_a_fill_reads_again_blocks_moved_while_it_read(scm):
+    """A content fill's reads complete, then a balance moves the file's
+    extents and frees the blocks read, before the fill rechecks that the
+    file still maps them.  The recheck must see the move and read those
+    folios again from the new place: the data is right and the disk bytes
+    read exceed the file by the re-read batch, at most one batch."""
+    mnt, dev = scm
+    _, m0, m1 = map_during_balance(mnt, dev, "fill_recheck", 1)
+    assert m1["mapped_attaches"] == m0["mapped_attaches"] + 1
+    reread = m1["mapped_bytes_read"] - m0["mapped_bytes_read"] - SIZE
+    assert 0 < reread <= 32 * PAGE and reread % PAGE == 0, reread
