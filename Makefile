@@ -48,8 +48,10 @@ deps:
 
 tool: $(TOOL)
 
-$(TOOL): tools/pcshare/pcshare.c tools/pcshare/ficlonerange2.h
-	$(CC) $(CFLAGS) -DPCSHARE_VERSION='"$(VERSION)"' -o $@ $<
+TOOL_SRCS := $(addprefix tools/pcshare/,pcshare.c clone.c plan.c engine.c resume.c output.c stat.c)
+TOOL_HDRS := tools/pcshare/pcshare.h tools/pcshare/ficlonerange2.h
+$(TOOL): $(TOOL_SRCS) $(TOOL_HDRS)
+	$(CC) $(CFLAGS) -DPCSHARE_VERSION='"$(VERSION)"' -o $@ $(TOOL_SRCS)
 
 install: $(TOOL)
 	install -D -m 0755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/pcshare

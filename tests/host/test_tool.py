@@ -135,7 +135,8 @@ def test_builds_without_a_version_from_make(tmp_path):
     cc = shutil.which("cc")
     if not cc:
         pytest.skip("no C compiler")
-    subprocess.run([cc, "-O2", "-o", str(tmp_path / "pcshare"), str(TOOL) + ".c"], check=True)
+    sources = sorted(map(str, TOOL.parent.glob("*.c")))
+    subprocess.run([cc, "-O2", "-o", str(tmp_path / "pcshare"), *sources], check=True)
     out = subprocess.run([str(tmp_path / "pcshare"), "-V"], capture_output=True, text=True)
     assert out.stdout == "pcshare unknown\n"
 
