@@ -48,8 +48,9 @@ deps:
 
 tool: $(TOOL)
 
-TOOL_SRCS := $(addprefix tools/pcshare/,pcshare.c clone.c plan.c engine.c resume.c output.c stat.c)
-TOOL_HDRS := tools/pcshare/pcshare.h tools/pcshare/ficlonerange2.h
+# Every .c and .h of the tool, as tests/host/test_tool.py compiles it.
+TOOL_SRCS := $(sort $(wildcard tools/pcshare/*.c))
+TOOL_HDRS := $(wildcard tools/pcshare/*.h)
 $(TOOL): $(TOOL_SRCS) $(TOOL_HDRS)
 	$(CC) $(CFLAGS) -DPCSHARE_VERSION='"$(VERSION)"' -o $@ $(TOOL_SRCS)
 
