@@ -25,38 +25,14 @@ import time
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
+if str(TOP) not in sys.path:  # run by path, without make's PYTHONPATH
+    sys.path.insert(0, str(TOP))
+from harness import kernel_log  # noqa: E402
 CACHE = Path(os.environ.get("PCSHARE_CACHE", Path.home() / ".cache/pcshare"))
-
-# Kernel log lines carry a "[    1.234567] " timestamp (CONFIG_PRINTK_TIME);
-# only such lines are classified, so a test that prints "BUG:" cannot trip it.
-KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\] ")
-PROBLEMS = [
-    ("panic", re.compile(r"Kernel panic - not syncing")),
-    ("kasan", re.compile(r"KASAN:")),
-    ("lockdep", re.compile(
-        r"possible circular locking dependency|possible recursive locking"
-        r"|inconsistent lock state|suspicious RCU usage"
-        r"|INFO: trying to register non-static key|bad unlock balance"
-        r"|held lock freed|lock held when returning to user space")),
-    ("hung-task", re.compile(r"INFO: task .* blocked for more than")),
-    ("oops", re.compile(r"Oops:|general protection fault|kernel BUG at"
-                        r"|BUG: unable to handle")),
-    ("bug", re.compile(r"BUG: |UBSAN:|list_(add|del) corruption")),
-    ("warning", re.compile(r"WARNING: CPU: \d+ PID: \d+|WARNING: .* at ")),
-]
-
 
 def scan_console(text):
     """Return [(kind, line)] for every kernel problem report in a console log."""
-    found = []
-    for line in text.splitlines():
-        if not KERNEL_LINE.match(line):
-            continue
-        for kind, pattern in PROBLEMS:
-            if pattern.search(line):
-                found.append((kind, line.strip()))
-                break
-    return found
+    return [(kind, line) for kind, line, _ in kernel_log.attribute(text)]
 
 
 def scan_run_dir(out):
@@ -226,6 +202,10 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
         reason = f"hang: no exit within {timeout} s"
     elif problems:
         reason = f"kernel reported {problems[0][0]}: {problems[0][1]}"
+        culprits = kernel_log.attribute(console_path.read_text(errors="replace"))
+        if culprits and culprits[0][2]:
+            kind, line, test = culprits[0]
+            reason = f"kernel reported {kind} during {test}: {line}"
     elif exit_status is None:
         reason = f"guest ended without an exit status (QEMU exit {proc.returncode})"
     elif exit_status != 0:

@@ -7,6 +7,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fsutil  # noqa: E402
+# Marks each test in the kernel log; a kernel report fails the test by name.
+from harness.pytest_kernel_reports import kernel_reports  # noqa: E402,F401
 
 
 # Mount option sets the btrfs fixture runs every test with, ";"-separated;

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from harness import uapi
+from harness.kernel_log import KernelLog  # noqa: F401 (used by the suites)
 
 # include/uapi/linux/fs.h
 FICLONE = 0x40049409
@@ -465,26 +466,3 @@ def btrfs_device_stats(mountpoint):
         if key.strip():
             stats[key.strip()] = int(value)
     return stats
-
-
-class KernelLog:
-    """The kernel log from now on: read() returns the messages logged since
-    the last call (or since the object was made), one string each."""
-
-    def __init__(self):
-        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-        os.lseek(self.fd, 0, os.SEEK_END)
-
-    def read(self):
-        messages = []
-        while True:
-            try:
-                record = os.read(self.fd, 8192)
-            except BlockingIOError:
-                return messages
-            except BrokenPipeError:  # records overwritten before we read them
-                continue
-            messages.append(record.decode(errors="replace").partition(";")[2].split("\n")[0])
-
-    def close(self):
-        os.close(self.fd)

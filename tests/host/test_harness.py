@@ -118,8 +118,47 @@ def test_report_split_on_the_console_is_caught_from_dmesg(tmp_path):
     assert vm.scan_run_dir(tmp_path) == [("warning", warn)]  # not counted twice
 
 
-def test_guest_saves_dmesg_with_the_report(tmp_path):
-    result = boot(tmp_path, f"echo WARNING > {LKDTM}; exit 0")
+def test_attribute_names_the_test_that_was_running():
+    log = "\n".join([
+        "[    1.000000] WARNING: CPU: 0 PID: 1 at init/main.c:1 f+0x1/0x2",
+        "[    2.000000] pcshare-test: start tests/guest/t.py::test_a[x y]",
+        "[    3.000000] BUG: KASAN: slab-use-after-free in g+0x10/0x20",
+        "tests/guest/t.py::test_a PASSED",
+        "[    4.000000] pcshare-test: end tests/guest/t.py::test_a[x y]",
+        "[    5.000000] INFO: task python3:77 blocked for more than 120 seconds.",
+    ])
+    assert [(kind, test) for kind, _, test in vm.kernel_log.attribute(log)] == [
+        ("warning", None), ("kasan", "tests/guest/t.py::test_a[x y]"),
+        ("hung-task", "after tests/guest/t.py::test_a[x y]")]
+
+
+KERNEL_REPORT_TESTS = f"""
+import os
+def test_quiet():
+    assert os.getuid() == 0
+def test_warns():
+    with open("{LKDTM}", "w") as f:
+        f.write("WARNING")
+def test_after():
+    pass
+"""
+
+
+def test_a_kernel_report_fails_the_test_that_caused_it(tmp_path):
+    """A WARN in the second of three guest tests fails that test by name (the
+    per-test kmsg markers), the boot fails naming it too, and the tests
+    around it pass; the guest also saves the whole dmesg."""
+    (tmp_path / "test_reports.py").write_text(KERNEL_REPORT_TESTS)
+    script = (f"{shlex.quote(sys.executable)} -m pytest -p no:cacheprovider"
+              f" -p harness.pytest_kernel_reports -q --junitxml=$PCSHARE_OUT/j.xml"
+              f" {tmp_path}/test_reports.py; exit 0")
+    result = boot(tmp_path, script)
     assert result.exit_status == 0 and not result.ok
+    assert "during" in result.reason and "test_reports.py::test_warns" in result.reason
+    junit = (tmp_path / "run/j.xml").read_text()
+    failed = [case for case in junit.split("<testcase ")[1:] if "<failure" in case
+              or "<error" in case]
+    assert len(failed) == 1 and 'name="test_warns"' in failed[0], junit
+    assert "kernel reported warning during" in failed[0]
     dmesg = (tmp_path / "run/dmesg.txt").read_text(errors="replace")
     assert "warning" in [kind for kind, _ in vm.scan_console(dmesg)]
