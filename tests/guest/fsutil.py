@@ -292,9 +292,7 @@ def btrfs_sysfs_dir(device):
 def shared_cache_stats(device):
     """The shared extent cache counters of the btrfs on device, as ints."""
     directory = btrfs_sysfs_dir(device) / "shared_cache"
-    # debug_hold (debug kernels) is a test control, not a counter.
-    return {p.name: int(p.read_text()) for p in directory.iterdir()
-            if p.name != "debug_hold"}
+    return {p.name: int(p.read_text()) for p in directory.iterdir()}
 
 
 def run_fio(job, env):
