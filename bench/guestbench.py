@@ -58,6 +58,16 @@ def arg_parser(doc, name, plot=True):
     return ap
 
 
+def sampling_args(ap, size, rounds, samples, runtime):
+    """--size, --rounds, --samples and --runtime with these defaults, for
+    the benchmarks that sample fio for RUNTIME seconds, SAMPLES times a
+    boot, ROUNDS boots per kernel."""
+    ap.add_argument("--size", default=size, help="file size")
+    ap.add_argument("--rounds", type=int, default=rounds, help="boots per kernel")
+    ap.add_argument("--samples", type=int, default=samples, help="samples per boot")
+    ap.add_argument("--runtime", type=int, default=runtime, help="seconds per sample")
+
+
 def positive_list(ap, option, text):
     """Parse '1,2,4' for OPTION, or exit with a usage error naming it."""
     try:

@@ -25,10 +25,7 @@ TOP = guestbench.TOP
 
 def main():
     ap = guestbench.arg_parser(__doc__, "hit")
-    ap.add_argument("--size", default="256M", help="file size")
-    ap.add_argument("--rounds", type=int, default=3, help="boots per kernel")
-    ap.add_argument("--samples", type=int, default=3, help="samples per boot")
-    ap.add_argument("--runtime", type=int, default=5, help="seconds per sample")
+    guestbench.sampling_args(ap, "256M", rounds=3, samples=3, runtime=5)
     args = ap.parse_args()
     size = guestbench.vm.parse_size(args.size)
     if size < (16 << 20) or size % (1 << 20) or min(args.rounds, args.samples,

@@ -8,7 +8,6 @@ page cache then holds it; on pcshare (shared_cache) the shared extent cache
 holds it and every read looks up the extent and copies from there. Checks
 that the samples read no disk, and writes IOPS per sample as JSON.
 """
-import json
 import os
 import sys
 from pathlib import Path
@@ -46,10 +45,7 @@ def main():
                                 "disk_read_bytes": disk})
                 print(f"hit: {name:8} {iops:10.0f} IOPS  disk {disk} bytes", flush=True)
         stats = meter.shared_cache()
-    Path(args.json).write_text(json.dumps(
-        {"file_size": args.size, "kernel_release": os.uname().release,
-         "mount_options": args.mount_options, "shared_cache": stats,
-         "samples": samples}, indent=2) + "\n")
+    fsutil.write_bench_samples(args, stats, samples)
 
 
 if __name__ == "__main__":

@@ -430,6 +430,15 @@ def bench_btrfs(args):
         yield mnt
 
 
+def write_bench_samples(args, shared_cache, samples):
+    """A sampling benchmark's guest JSON: the file size, kernel, mount
+    options, the shared cache's counters (None without it), the samples."""
+    Path(args.json).write_text(json.dumps(
+        {"file_size": args.size, "kernel_release": os.uname().release,
+         "mount_options": args.mount_options, "shared_cache": shared_cache,
+         "samples": samples}, indent=2) + "\n")
+
+
 def bench_arg_parser(description, size=True):
     """Arguments every guest-side benchmark takes: a device to make a btrfs
     on, a file size, mount options and where to write its JSON."""

@@ -97,3 +97,16 @@ def test_hit(scratch_dev, tmp_path):
         assert s["iops"] > 0 and s["disk_read_bytes"] == 0, s
     if SHARED:
         assert result["shared_cache"]["hits"] > 0
+
+
+def test_uring(scratch_dev, tmp_path):
+    result = run_bench("uring", scratch_dev, tmp_path, "--size", str(16 * MiB),
+                       "--samples", "1", "--runtime", "1", "--iodepths", "1,8")
+    assert {(s["pattern"], s["iodepth"]) for s in result["samples"]} == {
+        ("randread", 1), ("randread", 8), ("read", 1), ("read", 8)}
+    for s in result["samples"]:
+        # Cold: every sample reads the disk, and at most the file (the
+        # shared cache reads each block once, as stock's page cache does).
+        assert s["iops"] > 0 and 0 < s["disk_read_bytes"] <= 16 * MiB + 4 * MiB, s
+    if SHARED:
+        assert result["shared_cache"]["misses"] > 0
