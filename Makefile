@@ -16,7 +16,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels publish test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-mix       the seed report's Figures 2-8 (fio on a parent and clones) -> runs/mix.json, .png"
 	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> runs/hit.json, .png"
 	@echo "make bench-uring     cold io_uring 4 KiB reads at queue depths 1, 8, 32 -> runs/uring.json, .png"
+	@echo "make bench-scaling   1, 2, 4, 8 cold readers at once, distinct files and clones -> runs/scaling.json, .png"
 	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
@@ -99,6 +100,9 @@ bench-hit: deps
 
 bench-uring: deps
 	$(PYTHON) bench/uring.py $(BENCH_ARGS)
+
+bench-scaling: deps
+	$(PYTHON) bench/scaling.py $(BENCH_ARGS)
 
 # The soak in a guest on a scratch disk; runs/soak.json also when it fails.
 SOAK_OUT := $(PCSHARE_CACHE)/soak

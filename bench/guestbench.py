@@ -14,7 +14,7 @@ from harness.results import run_file  # noqa: E402
 
 
 def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
-        shared_cache="shared_cache"):
+        shared_cache="shared_cache", cpus=2):
     """Run bench/NAME_guest.py GUEST_ARGS in a guest of KERNEL, with a
     scratch disk at /dev/vda and mount option SHARED_CACHE (shared_cache, or
     shared_cache_map to share mappings too) when the kernel has the cache;
@@ -25,8 +25,8 @@ def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
                "--json", f"/run/pcshare/out/{name}.json", *guest_args]
     if vm.has_shared_cache(kernel):
         command += ["--mount-options", shared_cache]
-    result = vm.run_vm(command, kernel=kernel, mem=mem, disks=[disk], timeout=timeout,
-                       out_dir=out_dir)
+    result = vm.run_vm(command, kernel=kernel, mem=mem, cpus=cpus, disks=[disk],
+                       timeout=timeout, out_dir=out_dir)
     if not result.ok:
         raise SystemExit(f"bench-{name}: {kernel} guest failed: {result.summary()}")
     return json.loads((out_dir / f"{name}.json").read_text())
@@ -58,14 +58,68 @@ def arg_parser(doc, name, plot=True):
     return ap
 
 
-def sampling_args(ap, size, rounds, samples, runtime):
-    """--size, --rounds, --samples and --runtime with these defaults, for
-    the benchmarks that sample fio for RUNTIME seconds, SAMPLES times a
-    boot, ROUNDS boots per kernel."""
+def sampling_args(ap, size, rounds, samples, runtime=None):
+    """--size, --rounds, --samples (and --runtime unless None) with these
+    defaults, for the benchmarks that sample fio SAMPLES times a boot (for
+    RUNTIME seconds), ROUNDS boots per kernel."""
     ap.add_argument("--size", default=size, help="file size")
     ap.add_argument("--rounds", type=int, default=rounds, help="boots per kernel")
     ap.add_argument("--samples", type=int, default=samples, help="samples per boot")
-    ap.add_argument("--runtime", type=int, default=runtime, help="seconds per sample")
+    if runtime is not None:
+        ap.add_argument("--runtime", type=int, default=runtime, help="seconds per sample")
+
+
+def parse_sampling(ap, min_size):
+    """Parse AP's arguments (sampling_args() and more); exits with a usage
+    error unless --size is at least MIN_SIZE bytes and the counts are
+    positive. Returns the arguments and the size in bytes."""
+    args = ap.parse_args()
+    size = vm.parse_size(args.size)
+    counts = [args.rounds, args.samples, getattr(args, "runtime", 1)]
+    if size < min_size or min(counts) < 1:
+        ap.error(f"--size: at least {min_size >> 20} MiB; --rounds, --samples, "
+                 "--runtime: positive")
+    return args, size
+
+
+def built_kernels(args):
+    """ARGS.kernels as a list, each built (scripts/kernel.sh) and current."""
+    kernels = [k for k in args.kernels.split(",") if k]
+    for kernel in kernels:
+        vm.build_kernel(kernel)
+    return kernels
+
+
+def sampled(name, args, kernels, guest_args, key, value, **run_kw):
+    """Boot each kernel ARGS.rounds times (interleaved), run bench/NAME_guest.py
+    GUEST_ARGS, and group its samples by KEY (sample fields): returns the
+    results-file fields (runs with the median VALUE and the samples, the
+    pcshare/stock ratio per key, the guests' cache counters) and the human
+    table's lines."""
+    import statistics
+    collected, releases, counters = {}, {}, []
+    for r in range(args.rounds):
+        for kernel in kernels:
+            print(f"== round {r + 1}/{args.rounds}: {kernel}", flush=True)
+            got = run(name, kernel, guest_args, **run_kw)
+            for s in got["samples"]:
+                collected.setdefault((kernel, *(s[k] for k in key)), []).append(s[value])
+            releases[kernel] = got["kernel_release"]
+            if got["shared_cache"] is not None:
+                counters.append({"kernel": kernel, "round": r, **got["shared_cache"]})
+    runs = [{"kernel": k, **dict(zip(key, rest)), value: statistics.median(v), "samples": v}
+            for (k, *rest), v in collected.items()]
+    ratio, lines = {}, ["  ".join([*key, *(f"{k} {value}" for k in kernels), "ratio"])]
+    for rest in dict.fromkeys(tuple(c[1:]) for c in collected):
+        medians = {k: statistics.median(collected[(k, *rest)]) for k in kernels
+                   if (k, *rest) in collected}
+        label = " ".join(map(str, rest))
+        if {"stock", "pcshare"} <= medians.keys():
+            ratio[label] = round(medians["pcshare"] / medians["stock"], 3)
+        lines.append("  ".join([*map(str, rest), *(f"{m:.1f}" for m in medians.values()),
+                                f"{ratio[label]:.3f}" if label in ratio else "-"]))
+    return {"kernel_release": releases, **provenance(), "runs": runs, "ratio": ratio,
+            "shared_cache": counters}, lines
 
 
 def positive_list(ap, option, text):

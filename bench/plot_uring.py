@@ -26,7 +26,7 @@ def draw(result):
                 ax.bar(x, run["iops"], 0.35, color=colour, alpha=0.6,
                        label=kernel if i == 0 else None)
                 ax.plot([x] * len(run["samples"]), run["samples"], "k.", ms=4)
-            ratio = result.get("ratio", {}).get(f"{pattern} qd{depth}")
+            ratio = result.get("ratio", {}).get(f"{pattern} {depth}")
             if ratio:
                 top = max(r["iops"] for r in result["runs"]
                           if r["pattern"] == pattern and r["iodepth"] == depth)

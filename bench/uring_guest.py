@@ -37,14 +37,9 @@ def main():
                     fsutil.drop_caches()
                     env = dict(os.environ, FILE=str(mnt / "file"), RW=pattern,
                                IODEPTH=str(depth), RUNTIME=str(args.runtime))
-                    jobs = []
-                    disk = meter.measure(lambda: jobs.extend(fsutil.run_fio(JOB, env)))[
-                        "disk_read_bytes"]
-                    iops = jobs[0]["read"]["iops"]
-                    samples.append({"pattern": pattern, "iodepth": depth,
-                                    "iops": round(iops, 1), "disk_read_bytes": disk})
-                    print(f"uring: {pattern:8} qd {depth:2} {iops:9.0f} IOPS"
-                          f"  disk {disk >> 20} MiB", flush=True)
+                    fsutil.bench_sample(meter, samples, {"pattern": pattern, "iodepth": depth},
+                                        "iops", "IOPS",
+                                        lambda: fsutil.run_fio(JOB, env)[0]["read"]["iops"])
         stats = meter.shared_cache()
     fsutil.write_bench_samples(args, stats, samples)
 

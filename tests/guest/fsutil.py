@@ -430,6 +430,17 @@ def bench_btrfs(args):
         yield mnt
 
 
+def bench_sample(meter, samples, fields, name, unit, measure):
+    """Run MEASURE() (a number: IOPS, MiB/s) under METER (a Meter) and add
+    FIELDS, {NAME: the number} and the disk bytes it read to SAMPLES, with a
+    progress line."""
+    got = []
+    disk = meter.measure(lambda: got.append(measure()))["disk_read_bytes"]
+    samples.append({**fields, name: round(got[0], 1), "disk_read_bytes": disk})
+    print(" ".join(map(str, fields.values())) + f": {got[0]:.1f} {unit}"
+          f"  disk {disk >> 20} MiB", flush=True)
+
+
 def write_bench_samples(args, shared_cache, samples):
     """A sampling benchmark's guest JSON: the file size, kernel, mount
     options, the shared cache's counters (None without it), the samples."""

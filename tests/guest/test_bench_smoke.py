@@ -110,3 +110,17 @@ def test_uring(scratch_dev, tmp_path):
         assert s["iops"] > 0 and 0 < s["disk_read_bytes"] <= 16 * MiB + 4 * MiB, s
     if SHARED:
         assert result["shared_cache"]["misses"] > 0
+
+
+def test_scaling(scratch_dev, tmp_path):
+    result = run_bench("scaling", scratch_dev, tmp_path, "--size", str(4 * MiB),
+                       "--samples", "1", "--readers", "1,2")
+    assert {(s["files"], s["readers"]) for s in result["samples"]} == {
+        ("distinct", 1), ("distinct", 2), ("clones", 1), ("clones", 2)}
+    for s in result["samples"]:
+        assert s["mib_per_s"] > 0, s
+        # Cold: distinct files are each read from disk; clones of one file
+        # once on pcshare (the shared cache), once per reader on stock.
+        per_copy = 4 * MiB
+        copies = 1 if SHARED and s["files"] == "clones" else s["readers"]
+        assert copies * per_copy <= s["disk_read_bytes"] <= copies * per_copy + 2 * MiB, s
