@@ -35,7 +35,7 @@ help:
 	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
-	@echo "make publish         copy runs/ (what demo and bench-* wrote) into results/, regenerate README tables"
+	@echo "make publish         copy runs/ (what demo and bench-* wrote) into results/, regenerate the tables in README.md, docs/"
 	@echo "make kernels         build the stock and pcshare kernels (default variant)"
 	@echo "make dev-tree        kernel git tree with the series applied, at DEV=$(DEV)"
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
@@ -117,14 +117,14 @@ soak: deps
 	status=$$?; cp $(SOAK_OUT)/soak.json runs/soak.json && echo "runs/soak.json"; exit $$status
 
 # New runs go to runs/ (harness/results.py); results/ changes only here, so
-# a measurement never makes the README check in `make test` fail.
+# a measurement never makes the table check in `make test` fail.
 RUNS = $(or $(PCSHARE_RUNS),runs)
 publish:
 	@ls $(RUNS)/*.json >/dev/null 2>&1 || { echo "publish: no $(RUNS)/*.json: run make demo or a make bench-NAME first" >&2; exit 1; }
 	cp $(RUNS)/*.json results/
 	@for f in $(RUNS)/*.png $(RUNS)/*.md; do [ ! -e "$$f" ] || cp -v "$$f" results/; done
 	$(PYTHON) bench/tables.py --write
-	@echo "publish: results/ and README.md updated; review with git diff"
+	@echo "publish: results/, README.md and docs/ updated; review with git diff"
 
 dev-tree: deps
 	scripts/kernel.sh dev-tree $(DEV)

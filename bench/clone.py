@@ -7,12 +7,11 @@ O_DIRECT, mmap) and one writer on it with no clone (the baseline), then
 clones it --repeat times per method while the same jobs run: FICLONE, a
 1 MiB FICLONERANGE loop, and (pcshare only) FICLONERANGE2 with 10 ms and
 100 ms budgets, all through `pcshare clone`. Writes runs/clone.json
-(format in the README), runs/clone.md (the README's table) and
+(format in docs/benchmarks.md), runs/clone.md (its table there) and
 runs/clone.png.
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ TOP = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(TOP), str(TOP / "scripts")]
 import vm  # noqa: E402
 from harness.results import run_file  # noqa: E402
-from clone_results import KINDS, groups  # noqa: E402
+from clone_results import markdown  # noqa: E402
 
 STOCK_METHODS = ["ficlone", "ficlonerange_1m"]
 CLONE2_METHODS = ["ficlonerange2_10ms", "ficlonerange2_100ms"]
@@ -38,21 +37,6 @@ def run_kernel(kernel, extents, repeat, out_dir):
     if not result.ok:
         raise SystemExit(f"bench-clone: {kernel} guest failed: {result.summary()}")
     return json.loads((out_dir / "clone.json").read_text())
-
-
-def markdown(results):
-    """One row per kernel and method: the median clone time and, per job
-    kind, the worst max and worst p99.9 latency over the repeats."""
-    lines = ["| kernel | method | runs | clone s (median) | "
-             + " | ".join(f"{k} max / p99.9 ms" for k in KINDS) + " |",
-             "|---|---|---:|---:|" + "---:|" * len(KINDS)]
-    for (kernel, method), runs in groups(results).items():
-        times = [r["clone_seconds"] for r in runs if r["clone_seconds"] is not None]
-        clone = f"{statistics.median(times):.2f}" if times else "(no clone)"
-        cells = [f"{max(r['latency_ms'][k]['max'] for r in runs):.0f} / "
-                 f"{max(r['latency_ms'][k]['p999'] for r in runs):.0f}" for k in KINDS]
-        lines.append(f"| {kernel} | {method} | {len(runs)} | {clone} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def main():

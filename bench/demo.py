@@ -4,7 +4,7 @@
 For each kernel: boot a guest, make a btrfs on a scratch disk, write a file,
 drop caches, read it cold and hot, clone it and read the clone twice, then
 read N more clones of the cached file. Prints a side-by-side table and
-writes runs/demo.json (format in the README). With --compress ALG the
+writes runs/demo.json (format in docs/benchmarks.md). With --compress ALG the
 btrfs is mounted with compress-force=ALG on both kernels (compress=ALG's
 heuristic stored the demo's data uncompressed), and the results go to
 runs/demo-ALG.json.

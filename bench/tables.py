@@ -1,33 +1,33 @@
 #!/usr/bin/env python3
-"""The README's result tables, generated from results/*.json.
+"""The result tables in README.md and docs/*.md, generated from results/*.json.
 
-Each table sits in README.md between `<!-- table:NAME -->` and
-`<!-- /table:NAME -->`; `--write` regenerates them in place, `--check`
-(run by the host suite) fails when one differs from what its results file
-says, so a rerun benchmark cannot leave stale numbers in the README.
+Each table sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in
+README.md or any docs/*.md; `--write` regenerates every block in place,
+`--check` (run by the host suite) fails naming the file and table that
+differ from what its results file says, so a rerun benchmark cannot leave
+stale numbers in the documentation.
 """
 import argparse
 import json
+import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
+import clone_results
+
 TOP = Path(__file__).resolve().parent.parent
 RESULTS = TOP / "results"
-README = TOP / "README.md"
+
+
+def documents():
+    """The files whose table blocks are generated: README.md and docs/*.md."""
+    return [TOP / "README.md", *sorted((TOP / "docs").glob("*.md"))]
 
 
 def load(name):
     return json.loads((RESULTS / name).read_text())
-
-
-# The same benchmarks on the series before issue 14 (mapped, compressed,
-# io_uring and NOWAIT reads): each table shows pcshare before and after.
-BEFORE = "before-issue14"
-
-
-def load_before(name):
-    return load(f"{BEFORE}/{name}")
 
 
 def ratio(value, unit, bold=False):
@@ -73,7 +73,7 @@ def containers():
 
 
 def vm():
-    data, before = load("vm.json"), load_before("vm.json")
+    data = load("vm.json")
     image = data["image_bytes"]
     most = max(r["clones"] for r in data["runs"])
     labels = {"psync": "psync (buffered `pread`)", "io_uring": "io_uring (buffered)",
@@ -82,63 +82,50 @@ def vm():
     for r in data["runs"]:
         if r["clones"] == most:
             by.setdefault((r["engine"], r["kernel"]), []).append(r)
-    for r in before["runs"]:
-        if r["clones"] == most and r["kernel"] == "pcshare":
-            by.setdefault((r["engine"], "before"), []).append(r)
-    lines = [row("engine (seq and rand alike)", "N", "stock cache", "pcshare cache before",
-                 "pcshare cache", "stock disk", "pcshare disk before", "pcshare disk"),
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [row("engine (seq and rand alike)", "N", "stock cache", "pcshare cache",
+                 "stock disk", "pcshare disk"),
+             "|---|---:|---:|---:|---:|---:|"]
     for engine in dict.fromkeys(r["engine"] for r in data["runs"]):
         stock, pcshare = by[(engine, "stock")], by[(engine, "pcshare")]
-        prior = by.get((engine, "before"))
         # Bold where the cache makes the difference: at most half of stock's.
-        shares = lambda runs, key: (max(r[key] for r in runs)  # noqa: E731
-                                    <= max(r[key] for r in stock) / 2)
+        shares = lambda key: (max(r[key] for r in pcshare)  # noqa: E731
+                              <= max(r[key] for r in stock) / 2)
         # Every access pattern gave the same bytes; show the larger.
         cell = lambda runs, key, bold: ratio(max(r[key] for r in runs), image, bold)  # noqa: E731
         lines.append(row(labels.get(engine, engine), most,
                          cell(stock, "cache_growth_bytes", False),
-                         cell(prior, "cache_growth_bytes", False) if prior else "-",
-                         cell(pcshare, "cache_growth_bytes",
-                              shares(pcshare, "cache_growth_bytes")),
+                         cell(pcshare, "cache_growth_bytes", shares("cache_growth_bytes")),
                          cell(stock, "disk_read_bytes", False),
-                         cell(prior, "disk_read_bytes", False) if prior else "-",
-                         cell(pcshare, "disk_read_bytes", shares(pcshare, "disk_read_bytes"))))
+                         cell(pcshare, "disk_read_bytes", shares("disk_read_bytes"))))
     return lines
 
 
 def hit():
-    data, before = load("hit.json"), load_before("hit.json")
+    data = load("hit.json")
     labels = {"rand_4k": "4 KiB random reads", "rand_64k": "64 KiB random reads",
               "seq_1m": "1 MiB sequential reads"}
     iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in data["runs"]}
-    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock",
-                 "pcshare / stock before"), "|---|---:|---:|---:|---:|"]
+    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock"),
+             "|---|---:|---:|---:|"]
     for workload, value in data["ratio"].items():
-        prior = before["ratio"].get(workload)
         lines.append(row(labels.get(workload, workload),
                          f"{iops[('stock', workload)]:,.0f} IOPS",
-                         f"{iops[('pcshare', workload)]:,.0f} IOPS", f"{value:.2f}",
-                         f"{prior:.2f}" if prior is not None else "-"))
+                         f"{iops[('pcshare', workload)]:,.0f} IOPS", f"{value:.2f}"))
     return lines
 
 
 def unshared():
     data = load("unshared.json")
-    median = {name: {(r["kernel"], r["workload"]): r["median"] for r in d["runs"]}
-              for name, d in (("now", data), ("before", load_before("unshared.json")))}
+    median = {(r["kernel"], r["workload"]): r["median"] for r in data["runs"]}
     units = {r["workload"]: r["unit"] for r in data["runs"]}
     labels = {"seqread": "sequential read, 1 MiB requests", "randread4k": "4 KiB random reads"}
-    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock",
-                 "pcshare / stock before"), "|---|---:|---:|---:|---:|"]
+    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock"),
+             "|---|---:|---:|---:|"]
     for workload, unit in units.items():
-        now, before = median["now"], median["before"]
         digits = 1 if unit == "MB/s" else 0
-        lines.append(row(labels.get(workload, workload),
-                         f"{now[('stock', workload)]:.{digits}f} {unit}",
-                         f"{now[('pcshare', workload)]:.{digits}f} {unit}",
-                         f"{now[('pcshare', workload)] / now[('stock', workload)]:.2f}",
-                         f"{before[('pcshare', workload)] / before[('stock', workload)]:.2f}"))
+        stock, pcshare = median[("stock", workload)], median[("pcshare", workload)]
+        lines.append(row(labels.get(workload, workload), f"{stock:.{digits}f} {unit}",
+                         f"{pcshare:.{digits}f} {unit}", f"{pcshare / stock:.2f}"))
     return lines
 
 
@@ -181,51 +168,239 @@ def demo(name="demo.json"):
     return lines
 
 
-TABLES = {"containers": containers, "vm": vm, "hit": hit, "unshared": unshared,
-          "clone-items": clone_items,
-          "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json")}
+def sig(value):
+    """VALUE with three significant digits and no exponent: 4.66, 23.5, 122."""
+    if not value:
+        return "0"
+    return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
+
+
+def span(values, fmt=sig):
+    """One figure, or the lowest and highest as "LO-HI" when they differ."""
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def mix(name="mix.json"):
+    """The seed report's figures the design changes most, as medians over
+    boots; a cell over several fio jobs (parent and child) gives their range."""
+    data = load(name)
+    runs = data["runs"]
+    most = max(r["children"] for r in runs)
+    mib = 1 << 20
+
+    def pick(kernel, figure, kind, children=1):
+        return [r for r in runs if (r["kernel"], r["figure"], r["kind"], r["children"])
+                == (kernel, figure, kind, children)]
+
+    def latency(figure, kind, children=1):
+        return [span([r["lat_ms"]["mean"] for r in pick(k, figure, kind, children)]) + " ms"
+                for k in ("stock", "pcshare")]
+
+    def traffic(figure, children=1):
+        # Every job of one fio run shares the run's byte counts.
+        return [f"{pick(k, figure, 'read', children)[0]['disk_read_bytes'] / mib:.0f} / "
+                f"{pick(k, figure, 'read', children)[0]['cache_growth_bytes'] / mib:.0f} MiB"
+                for k in ("stock", "pcshare")]
+
+    lines = [row(f"figure ({data['engine']})", "stock", "pcshare"), "|---|---:|---:|",
+             row("2, parent and child reading: mean read latency", *latency(2, "read")),
+             row("2: disk bytes / page cache growth", *traffic(2)),
+             row(f"7, {most} children read and written: mean read latency",
+                 *latency(7, "read", most)),
+             row("8, the same runs: mean write latency", *latency(8, "write", most)),
+             row(f"7-8, {most} children: disk bytes / page cache growth", *traffic(7, most)),
+             row("5, parent and child writing: mean write latency", *latency(5, "write")),
+             row("6, parent and child reading and writing: mean write latency",
+                 *latency(6, "write"))]
+    return lines
+
+
+def lockhold():
+    """Writers' latency during one huge cold read: per writer the median over
+    boots of each boot's worst write, then the worst write of all and the
+    read's own time."""
+    data = load("lockhold.json")
+    runs = data["runs"]
+    boots = len({(r["kernel"], r["round"]) for r in runs if r["kernel"] == "stock"})
+    labels = {"read_range": "4 KiB writes inside the range being read",
+              "other_region": "4 KiB writes beside it"}
+    lines = [row(f"writer (max latency, median of {boots} boots)", "stock", "pcshare",
+                 "pcshare / stock"), "|---|---:|---:|---:|"]
+    for writer, label in labels.items():
+        worst = {k: statistics.median(r["max_ms"] for r in runs
+                                      if (r["kernel"], r["writer"]) == (k, writer))
+                 for k in ("stock", "pcshare")}
+        lines.append(row(label, f"{worst['stock']:.0f} ms", f"{worst['pcshare']:.0f} ms",
+                         f"{worst['pcshare'] / worst['stock']:.2f}"))
+    worst = {k: max(r["max_ms"] for r in runs if r["kernel"] == k) for k in ("stock", "pcshare")}
+    lines.append(row("worst single write, any boot", f"{worst['stock']:.0f} ms",
+                     f"{worst['pcshare']:.0f} ms", f"{worst['pcshare'] / worst['stock']:.2f}"))
+    read = {(r["kernel"], r["round"]): r["read_seconds"] for r in runs}
+    seconds = {k: [v for (kernel, _), v in read.items() if kernel == k]
+               for k in ("stock", "pcshare")}
+    ratios = [read[("pcshare", n)] / read[("stock", n)] for _, n in read
+              if ("pcshare", n) in read and ("stock", n) in read]
+    size = f"{data['size'] / (1 << 30):.0f} GiB"
+    one = lambda v: f"{v:.1f}"  # noqa: E731
+    lines.append(row(f"the {size} `pread` itself, per boot", f"{span(seconds['stock'], one)} s",
+                     f"{span(seconds['pcshare'], one)} s",
+                     span(ratios, lambda v: f"{v:.2f}")))
+    return lines
+
+
+def clone():
+    """bench-clone's table, as bench/clone.py writes it to runs/clone.md."""
+    return clone_results.markdown(load("clone.json")).split("\n")
+
+
+KERNELS = ("stock", "pcshare")
+
+
+def headline():
+    """The README's summary: one row per headline claim, each from its
+    results file, with the command that measured it and where the details are."""
+    lines = [row("what", "stock", "pcshare", "measured by", "details"),
+             "|---|---:|---:|---|---|"]
+
+    def claim(what, cells, target, anchor, label):
+        lines.append(row(what, *cells, f"`make {target}`",
+                         f"[{label}](docs/benchmarks.md#{anchor})"))
+
+    mib = 1 << 20
+    data = load("demo.json")
+    demo = {(r["kernel"], r["step"]): r for r in data["runs"]}
+    size = data["file_size"]
+    size = f"{size >> 30} GiB" if size % (1 << 30) == 0 else f"{size // mib} MiB"
+    for step, what in (("read_clone_first", f"reading a clone of a cached {size} file"),
+                       ("read_n_clones", f"reading {data['clones']} more clones of it")):
+        cells = []
+        for k in KERNELS:
+            disk, growth = (round(demo[(k, step)][f] / mib)
+                            for f in ("disk_read_bytes", "cache_growth_bytes"))
+            cells.append(f"{disk} / {f'+{growth}' if growth else 0} MiB")
+        claim(f"{what}: read from disk / page cache growth", cells, "demo",
+              "the-demo-make-demo", "the demo")
+
+    data = load("containers.json")
+    most = max(r["containers"] for r in data["runs"] if r["step"] == "running")
+    runs = {(r["kernel"], r.get("layout", "snapshots"), r["step"], r["containers"]): r
+            for r in data["runs"]}
+    for layout, what in (("ro-snapshots", "read-only snapshots"),
+                         ("snapshots", "writable snapshots (Docker's, Podman's btrfs driver)")):
+        claim(f"{most} containers running from {what}: page cache, in images",
+              [ratio(runs[(k, layout, "running", most)]["cache_growth_bytes"],
+                     data["image_bytes"]) for k in KERNELS],
+              "bench-containers", "containers", "containers")
+
+    data = load("vm.json")
+    most = max(r["clones"] for r in data["runs"])
+    for engine, what in (("psync", "`pread`"), ("mmap", "`mmap`")):
+        claim(f"{most} reflinked VM images read with {what}: page cache, in images",
+              [ratio(max(r["cache_growth_bytes"] for r in data["runs"]
+                         if (r["kernel"], r["engine"], r["clones"]) == (k, engine, most)),
+                     data["image_bytes"]) for k in KERNELS],
+              "bench-vm", "vm-images", "VM images")
+
+    iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in load("hit.json")["runs"]}
+    claim("a cache hit: 4 KiB random reads of a cached clone",
+          [f"{iops[(k, 'rand_4k')]:,.0f} IOPS" for k in KERNELS],
+          "bench-hit", "the-price-of-a-hit", "the price of a hit")
+
+    median = {(r["kernel"], r["workload"]): r["median"] for r in load("unshared.json")["runs"]}
+    claim("data nobody shares: cold sequential reads",
+          [f"{median[(k, 'seqread')]:.1f} MB/s" for k in KERNELS],
+          "bench-unshared", "data-nobody-shares", "unshared data")
+
+    data = load("mix.json")
+    most = max(r["children"] for r in data["runs"])
+    mean = {r["kernel"]: r["lat_ms"]["mean"] for r in data["runs"]
+            if (r["figure"], r["kind"], r["children"]) == (7, "read", most)}
+    claim(f"the seed report's Figure 7, {most} children: mean read latency",
+          [f"{sig(mean[k])} ms" for k in KERNELS],
+          "bench-mix", "the-seed-reports-experiments", "the seed's experiments")
+
+    data = load("clone.json")
+    grouped = clone_results.groups(data)
+    for kind, what in (("direct", "O_DIRECT read"), ("writer", "write")):
+        claim(f"worst {what} during a clone of {data['extents']:,} extents "
+              "(stock: FICLONE; pcshare: FICLONERANGE2, 100 ms budget)",
+              [f"{max(r['latency_ms'][kind]['max'] for r in grouped[key]):.0f} ms"
+               for key in (("stock", "ficlone"), ("pcshare", "ficlonerange2_100ms"))],
+              "bench-clone", "clone-without-stalls", "clones")
+
+    data = load("lockhold.json")
+    runs = data["runs"]
+    claim(f"one cold {data['size'] >> 30} GiB `pread` (not fixed yet)",
+          [f"{statistics.median(r['read_seconds'] for r in runs if r['kernel'] == k):.1f} s"
+           for k in KERNELS],
+          "bench-lockhold", "writers-during-one-huge-cold-read", "writers during a read")
+    return lines
+
+
+TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
+          "unshared": unshared, "clone-items": clone_items, "clone": clone,
+          "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
+          "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
+          "demo-64clones": lambda: demo("demo-64clones.json")}
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
 
-def render(text):
-    """README text with every table block regenerated; unknown names fail."""
+def render(text, where):
+    """TEXT with every table block regenerated; an unknown name fails,
+    naming WHERE (the file) and the table."""
     def fill(m):
         name = m.group(2)
         if name not in TABLES:
-            raise SystemExit(f"README.md: no generator for table '{name}' (known: {', '.join(TABLES)})")
+            raise SystemExit(f"{where}: no generator for table '{name}' "
+                             f"(known: {', '.join(TABLES)})")
         return m.group(1) + "\n".join(TABLES[name]()) + "\n" + m.group(4)
     return BLOCK.sub(fill, text)
+
+
+def shown(path):
+    """PATH relative to the checkout when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(TOP))
+    except ValueError:
+        return str(path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="regenerate the tables in README.md")
+    mode.add_argument("--write", action="store_true", help="regenerate every table block")
     mode.add_argument("--check", action="store_true",
-                      help="exit 1 if a README table differs from its results file")
-    ap.add_argument("--readme", type=Path, default=README, help="file to check or write (%(default)s)")
+                      help="exit 1 if a table differs from its results file, naming file and table")
+    ap.add_argument("--file", "--readme", dest="files", type=Path, action="append",
+                    help="a file to check or write (repeatable; default README.md and docs/*.md)")
     ap.add_argument("--print", metavar="NAME", choices=sorted(TABLES),
                     help="print one table (%(choices)s)")
     args = ap.parse_args()
     if args.print:
         print("\n".join(TABLES[args.print]()))
         return 0
-    text = args.readme.read_text()
-    new = render(text)
-    if args.write:
-        if new != text:
-            args.readme.write_text(new)
-        print(f"{args.readme.name}: {len(BLOCK.findall(text))} tables regenerated")
-        return 0
-    if new != text:
-        stale = [name for opening, name, body, closing in BLOCK.findall(text)
+    status, count = 0, 0
+    for path in args.files or documents():
+        text = path.read_text()
+        blocks = BLOCK.findall(text)
+        count += len(blocks)
+        new = render(text, shown(path))
+        if args.write:
+            if new != text:
+                path.write_text(new)
+                print(f"{shown(path)}: {len(blocks)} tables regenerated")
+            continue
+        stale = [name for opening, name, body, closing in blocks
                  if opening + body + closing not in new]
-        print(f"{args.readme.name}: tables differ from results/*.json: {', '.join(stale)}; "
-              "run python3 bench/tables.py --write", file=sys.stderr)
-        return 1
-    print(f"{args.readme.name}: {len(BLOCK.findall(text))} tables match results/*.json")
-    return 0
+        for name in stale:
+            print(f"{shown(path)}: table '{name}' differs from results/*.json; "
+                  "run python3 bench/tables.py --write", file=sys.stderr)
+        status |= bool(stale)
+    if not status:
+        print(f"{count} tables {'regenerated' if args.write else 'match results/*.json'}")
+    return status
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Boots the stock and the pcshare kernel in turn, ROUNDS times each
 (interleaved, so drift of this machine hits both alike); each boot measures
 cold sequential reads (MB/s) and 4 KiB random reads (IOPS) of one non-cloned
 file. pcshare mounts with shared_cache, so every read goes through the
-cache's code. Writes runs/unshared.json with the medians (format in the
-README) and prints pcshare/stock ratios.
+cache's code. Writes runs/unshared.json with the medians (format in
+docs/benchmarks.md) and prints pcshare/stock ratios.
 """
 import argparse
 import json

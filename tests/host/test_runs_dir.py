@@ -47,7 +47,7 @@ def test_publish_copies_runs_into_results(tmp_path):
     README; on a copy of the checkout, so the real one is untouched."""
     copy = tmp_path / "tree"
     copy.mkdir()
-    for part in ("Makefile", "README.md", "bench", "harness", "results"):
+    for part in ("Makefile", "README.md", "docs", "bench", "harness", "results"):
         src = TOP / part
         (shutil.copytree if src.is_dir() else shutil.copy)(src, copy / part)
     runs = copy / "runs"
