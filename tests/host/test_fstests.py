@@ -126,3 +126,12 @@ def test_xunit_statuses(tmp_path):
     assert fstests.parse_xunit(report) == [("generic/110", "pass", 3.0),
                                            ("generic/788", "notrun", 0.0),
                                            ("generic/789", "fail", 9.0)]
+
+
+def test_clone_quick_reads_group_lists(tmp_path):
+    for d, text in {"generic": "# comment\n\n110 auto quick clone\n112 auto clone\n",
+                    "xfs": "001 auto quick clone\n", "btrfs": "002 quick clone\n"}.items():
+        (tmp_path / "tests" / d).mkdir(parents=True)
+        (tmp_path / "tests" / d / "group.list").write_text(text)
+    assert fstests.clone_quick(tmp_path, ["xfs"]) == ["generic/110", "xfs/001"]
+    assert fstests.applies_to("xfs/001", "xfs") and not fstests.applies_to("xfs/001", "btrfs")
