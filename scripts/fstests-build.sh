@@ -38,8 +38,10 @@ fetch_fstests() {
 	for remote in "${REMOTES[@]}"; do
 		rm -rf "$dest"
 		git init -q "$dest"
-		if git -C "$dest" fetch -q --depth 1 "$remote" "$COMMIT" &&
-			git -C "$dest" checkout -q FETCH_HEAD; then
+		# By commit where the server allows it, else the whole history.
+		if { git -C "$dest" fetch -q --depth 1 "$remote" "$COMMIT" ||
+			git -C "$dest" fetch -q "$remote" "+refs/heads/*:refs/remotes/origin/*"; } &&
+			git -C "$dest" checkout -q "$COMMIT"; then
 			return
 		fi
 		echo "fstests-build.sh: cannot fetch $COMMIT from $remote" >&2
