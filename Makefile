@@ -16,7 +16,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels publish test test-host demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-host fstests demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
@@ -44,6 +44,9 @@ help:
 	@echo "make tool            build the pcshare tool ($(TOOL))"
 	@echo "make install         install pcshare and its man page under PREFIX=$(PREFIX)"
 	@echo "make deps            install apt/pip packages (done by demo and test too)"
+	@echo "make fstests         patched fstests + xfs_io (userspace/), new FICLONERANGE2 tests and clone tests"
+	@echo "                     on btrfs and XFS, stock and pcshare kernels -> runs/fstests.json"
+	@echo "                     (FSTESTS_ARGS; FSTESTS_NO_KERNEL_BUILD=1 boots the kernels already built)"
 
 deps:
 	@PYTHON=$(PYTHON) scripts/deps.sh
@@ -66,6 +69,17 @@ kernels: deps
 
 test: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py
+
+# fstests in guests (docs/fstests.md); not part of `make test`.
+FSTESTS_ARGS ?=
+fstests: deps
+	scripts/fstests-deps.sh
+	@if [ -z "$(FSTESTS_NO_KERNEL_BUILD)" ]; then \
+		scripts/kernel.sh build stock default >/dev/null && \
+		scripts/kernel.sh build pcshare default >/dev/null; \
+	else echo "fstests: FSTESTS_NO_KERNEL_BUILD set: using the kernels already built"; fi
+	scripts/fstests-build.sh
+	$(PYTHON) scripts/fstests.py $(FSTESTS_ARGS)
 
 test-host: deps $(TOOL)
 	scripts/kernel.sh build stock default >/dev/null
