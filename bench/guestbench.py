@@ -23,8 +23,8 @@ def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
     out_dir = vm.CACHE / f"bench-{name}" / kernel
     command = [sys.executable, f"bench/{name}_guest.py", "--device", "/dev/vda",
                "--json", f"/run/pcshare/out/{name}.json", *guest_args]
-    if vm.has_shared_cache(kernel):
-        command += ["--mount-options", shared_cache]
+    # The guest keeps only the options its kernel has (harness.features).
+    command += ["--mount-options", shared_cache]
     result = vm.run_vm(command, kernel=kernel, mem=mem, cpus=cpus, disks=[disk],
                        timeout=timeout, out_dir=out_dir)
     if not result.ok:

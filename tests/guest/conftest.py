@@ -9,11 +9,23 @@ sys.path.insert(0, str(Path(__file__).parent))
 import fsutil  # noqa: E402
 # Marks each test in the kernel log; a kernel report fails the test by name.
 from harness.pytest_kernel_reports import kernel_reports  # noqa: E402,F401
+from harness import features  # noqa: E402
 
 
-# Mount option sets the btrfs fixture runs every test with, ";"-separated;
-# the runner adds "shared_cache" on kernels that have it.
-BTRFS_OPTION_SETS = os.environ.get("PCSHARE_BTRFS_OPTION_SETS", "").split(";")
+# Mount option sets the btrfs fixture runs every test with, ";"-separated:
+# PCSHARE_BTRFS_OPTION_SETS, or once as stock mounts and once through the
+# shared cache where the running kernel has it (harness.features).
+def _option_sets():
+    if "PCSHARE_BTRFS_OPTION_SETS" in os.environ:
+        return os.environ["PCSHARE_BTRFS_OPTION_SETS"].split(";")
+    if os.environ.get("PCSHARE_DISKS") and not features.missing("shared_cache"):
+        return ["", "shared_cache"]
+    return [""]
+
+
+# The series' features the markers name, probed on the running kernel.
+MARKER_FEATURES = {"shared_cache": "shared_cache", "clone2": "clone2"}
+BTRFS_OPTION_SETS = _option_sets()
 
 
 def pytest_configure(config):
@@ -36,6 +48,15 @@ def pytest_collection_modifyitems(items):
         params = getattr(item, "callspec", None)
         if "xfs" in item.fixturenames or (params and params.params.get("fs") == "xfs"):
             item.add_marker(pytest.mark.xfs)
+
+
+@pytest.fixture(autouse=True)
+def kernel_features(request):
+    """Skip, with the probe's reason, a test marked with a feature of the
+    series that the running kernel lacks."""
+    for marker, feature in MARKER_FEATURES.items():
+        if request.node.get_closest_marker(marker) and features.missing(feature):
+            pytest.skip(features.missing(feature))
 
 
 @pytest.fixture

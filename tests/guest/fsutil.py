@@ -3,6 +3,7 @@
 Used by the guest test suites and the benchmarks; runs inside a pcshare guest
 (or on any Linux host for the parts that need no scratch disk).
 """
+import argparse
 import contextlib
 import ctypes
 import errno
@@ -17,7 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import uapi
+from harness import features, uapi
+from harness.clone2 import CloneRange2, has_ficlonerange2  # noqa: F401 (used by the suites)
 from harness.kernel_log import KernelLog  # noqa: F401 (used by the suites)
 
 # include/uapi/linux/fs.h
@@ -46,59 +48,6 @@ def ficlonerange(src_fd, dst_fd, src_offset, length, dest_offset):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-class CloneRange2:
-    """struct file_clone_range2, its fields in the header's order (positional
-    or by name, arrays flattened into `fields`); call() issues FICLONERANGE2
-    and, like the kernel, leaves the written-back cursor in the object even on
-    errors."""
-    LAYOUT = uapi.struct_fields()
-    FORMAT = "=" + "".join(f"{n}{'q' if signed else 'Q'}" for _, n, signed in LAYOUT)
-    INDEX = uapi.field_offsets(LAYOUT)
-
-    def __init__(self, *args, **kwargs):
-        named = dict(zip(self.INDEX, args))
-        unknown = set(kwargs) - set(self.INDEX)
-        if unknown or set(named) & set(kwargs):
-            raise TypeError(f"CloneRange2: bad arguments {sorted(unknown or set(named) & set(kwargs))}")
-        named.update(kwargs)
-        self.fields = []
-        for name, n, _ in self.LAYOUT:
-            value = named.get(name, 0 if n == 1 else (0,) * n)
-            self.fields += list(value) if n > 1 else [value]
-
-    src_length = property(lambda self: self.fields[self.INDEX["src_length"]])
-    done = property(lambda self: self.fields[self.INDEX["done"]])
-
-    @property
-    def next_chunk(self):
-        return self.fields[self.INDEX["next_chunk"]]
-
-    @next_chunk.setter
-    def next_chunk(self, value):
-        self.fields[self.INDEX["next_chunk"]] = value
-
-    def call(self, dst_fd):
-        """One ioctl through libc, so EINTR reaches the caller instead of
-        being retried by Python (PEP 475)."""
-        buf = ctypes.create_string_buffer(struct.pack(self.FORMAT, *self.fields),
-                                          struct.calcsize(self.FORMAT))
-        ret = _libc.ioctl(dst_fd, ctypes.c_ulong(FICLONERANGE2), buf)
-        err = ctypes.get_errno()
-        self.fields = list(struct.unpack(self.FORMAT, buf.raw))
-        if ret < 0:
-            raise OSError(err, os.strerror(err))
-        return ret
-
-
-def has_ficlonerange2(fd):
-    """Probe with an invalid flag: EINVAL means the kernel knows the call."""
-    try:
-        CloneRange2(fd, flags=1 << 63).call(fd)
-    except OSError as e:
-        return e.errno != errno.ENOTTY
-    return True
 
 
 def fideduperange(src_fd, src_offset, length, dests):
@@ -450,11 +399,20 @@ def write_bench_samples(args, shared_cache, samples):
          "samples": samples}, indent=2) + "\n")
 
 
+class _BenchArgumentParser(argparse.ArgumentParser):
+    """Keeps only the --mount-options the running kernel has
+    (harness.features), so the results file records what was mounted."""
+
+    def parse_args(self, *args, **kwargs):
+        parsed = super().parse_args(*args, **kwargs)
+        parsed.mount_options = features.usable_options(parsed.mount_options)
+        return parsed
+
+
 def bench_arg_parser(description, size=True):
     """Arguments every guest-side benchmark takes: a device to make a btrfs
     on, a file size, mount options and where to write its JSON."""
-    import argparse
-    ap = argparse.ArgumentParser(description=description)
+    ap = _BenchArgumentParser(description=description)
     ap.add_argument("--device", required=True)
     if size:
         ap.add_argument("--size", type=int, required=True, help="file size in bytes")
