@@ -113,7 +113,7 @@ def start_long_clone(cp, fs, preexec_fn=None):
 @pytest.mark.clone2
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_fatal_signal_leaves_empty_dest_and_error(cp, fs, sig):
-    proc, _ = start_long_clone(cp, fs)
+    proc, _ = start_long_clone(cp, fs, preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     # cp reports, truncates, then dies from the signal it caught.
@@ -149,3 +149,32 @@ def test_without_ficlonerange2_falls_back_to_ficlone(cp, fs, tmp_path):
         assert_shared_copy(fs / name, fs / "out" / name)
     # One probe per cp run: ENOTTY is remembered for the second file.
     assert calls == [("clone2", -1, "ENOTTY"), ("ficlone", 0, None), ("ficlone", 0, None)]
+
+
+@pytest.fixture
+def plain_btrfs(scratch_dev, tmp_path):
+    yield from _fresh("btrfs", scratch_dev, tmp_path)
+
+
+@pytest.mark.clone2
+def test_filesystem_without_chunked_clones_falls_back_per_file(cp, plain_btrfs, tmp_path):
+    """overlayfs passes FICLONE through to btrfs but does not opt in to
+    chunked clones: EOPNOTSUPP, for every file, then FICLONE."""
+    mnt = plain_btrfs
+    for d in ("lower", "upper", "work", "merged"):
+        (mnt / d).mkdir()
+    fsutil.run("mount", "-t", "overlay", "overlay", "-o", f"lowerdir={mnt}/lower,"
+               f"upperdir={mnt}/upper,workdir={mnt}/work", str(mnt / "merged"))
+    try:
+        merged = mnt / "merged"
+        for name in ("a", "b"):
+            fsutil.write_extents(merged / name, 50)
+        (merged / "out").mkdir()
+        res, calls = traced_cp(cp, ["--reflink=always", merged / "a", merged / "b",
+                                    merged / "out"], tmp_path / "log")
+        assert res.returncode == 0, res.stderr
+        for name in ("a", "b"):
+            assert_shared_copy(mnt / "upper" / name, mnt / "upper/out" / name)
+        assert calls == [("clone2", -1, "EOPNOTSUPP"), ("ficlone", 0, None)] * 2
+    finally:
+        fsutil.run("umount", str(mnt / "merged"))
