@@ -18,6 +18,7 @@ latency, as the proposal's table does. Writes runs/cp.json
 runs/cp.md (the table) and runs/cp.png. Needs `make cp` (the patched cp);
 boots the kernels already built (--build builds them first).
 """
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,11 @@ def main():
     if args.build:
         for kernel in kernels:
             vm.build_kernel(kernel)
+    for kernel in kernels:
+        if not vm.bzimage_for(kernel, "default").is_file():
+            ap.error(f"no {kernel} kernel built: run with --build (or make kernels)")
+    if any(map(vm.has_clone2, kernels)) and not os.access(patched, os.X_OK):
+        ap.error(f"no patched cp at {patched}: run `make cp` first")
 
     result = {"extents": None, "file_size": None, "budget_ms": args.budget_ms,
               **guestbench.provenance(), "runs": []}
