@@ -41,6 +41,22 @@ def fio_latencies(fio_json):
                    "ios": job[side]["total_ios"]} for side in ("read", "write")}
 
 
+def wait_for_jobs(fio, timeout=120):
+    """Until fio has forked its job process (it handles SIGINT from then
+    on, with a report; before, SIGINT kills it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and fio.poll() is None:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == fio.pid:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"cp_guest: fio did not start its job (exit {fio.poll()})")
+
+
 def run_one(mnt, name, argv, args):
     """One run: fio on a fresh reflink of the image, cp ARGV (None: no
     clone) in its middle. Returns the run's record."""
@@ -54,6 +70,7 @@ def run_one(mnt, name, argv, args):
     fio_json = Path("/run") / f"fio-{name}.json"
     fio = subprocess.Popen(fio_command(src, size, fio_json, args),
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for_jobs(fio)
     time.sleep(args.lead)
     seconds = None
     if argv is None:
