@@ -8,13 +8,14 @@ import sys
 from plotting import main, plt
 
 SIDES = (("read", "tab:blue"), ("write", "tab:orange"))
+CP = {"baseline": "fio alone", "stock": "Debian cp", "patched": "patched cp"}
 
 
 def draw(result):
     groups = {}
     for r in result["runs"]:
         groups.setdefault((r["kernel"], r["cp"]), []).append(r)
-    labels = [f"{kernel}\n{cp}" for kernel, cp in groups]
+    labels = [f"{kernel} kernel\n{CP.get(cp, cp)}" for kernel, cp in groups]
     fig, (lat, clone) = plt.subplots(1, 2, figsize=(11, 4.2),
                                      gridspec_kw={"width_ratios": [2, 1]})
     for j, (side, colour) in enumerate(SIDES):
