@@ -138,7 +138,7 @@ def test_stop_continue_and_ignored_sigint_still_complete(cp, plain_btrfs):
     proc.send_signal(signal.SIGSTOP)
     time.sleep(0.2)
     proc.send_signal(signal.SIGCONT)
-    proc.send_signal(signal.SIGINT)  # ignored by cp's parent: cp must not catch it
+    proc.send_signal(signal.SIGINT)  # inherited ignored (nohup, &): cp must not catch it
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert_shared_copy(fs / "src", fs / "dst")
