@@ -90,7 +90,7 @@ def run_one(mnt, name, argv, args):
     if fio.returncode not in (0, 128) or not fio_json.exists():
         raise SystemExit(f"cp_guest: fio failed ({fio.returncode}): {fio_err[-500:]}")
     lat = fio_latencies(fio_json)
-    log(f"{name}: clone {seconds} s; " + ", ".join(
+    log(f"{name}: " + (f"clone {seconds} s; " if argv else "fio alone; ") + ", ".join(
         f"{side} max {v['max_ms']:.1f} mean {v['mean_ms']:.1f} ms" for side, v in lat.items()))
     return {"cp": name, "clone_seconds": seconds, "latency_ms": lat}
 
