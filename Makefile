@@ -31,7 +31,7 @@ help:
 	@echo "make bench-mix       the seed report's Figures 2-8 (fio on a parent and clones) -> runs/mix.json, .png"
 	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> runs/hit.json, .png"
 	@echo "make bench-cp        fio on a fragmented image while cp --reflink clones it, stock cp (FICLONE)"
-	@echo "                     vs patched cp (FICLONERANGE2) -> runs/cp.json, .png (needs make cp)"
+	@echo "                     vs patched cp (FICLONERANGE2) -> runs/cp.json, .png (runs make cp first)"
 	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
