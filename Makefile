@@ -16,7 +16,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels publish test test-host fstests demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-cp soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
@@ -32,6 +32,8 @@ help:
 	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> runs/hit.json, .png"
 	@echo "make bench-uring     cold io_uring 4 KiB reads at queue depths 1, 8, 32 -> runs/uring.json, .png"
 	@echo "make bench-scaling   1, 2, 4, 8 cold readers at once, distinct files and clones -> runs/scaling.json, .png"
+	@echo "make bench-cp        fio on a fragmented image while cp --reflink clones it, stock cp (FICLONE)"
+	@echo "                     vs patched cp (FICLONERANGE2) -> runs/cp.json, .png (runs make cp first)"
 	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
@@ -41,6 +43,8 @@ help:
 	@echo "make export-patches  write DEV's commits back to kernel/patches and kernel/series"
 	@echo "make check-patches   checkpatch.pl --strict on the series (exceptions: kernel/checkpatch-exceptions)"
 	@echo "make check-series    build the kernel after every patch, W=1 on touched files (pre-submit; 9 min here, warm ccache)"
+	@echo "make cp              build GNU cp with userspace/coreutils/ (cp --reflink through FICLONERANGE2)"
+	@echo "                     under PCSHARE_CACHE/coreutils; prints the binary's path"
 	@echo "make tool            build the pcshare tool ($(TOOL))"
 	@echo "make install         install pcshare and its man page under PREFIX=$(PREFIX)"
 	@echo "make deps            install apt/pip packages (done by demo and test too)"
@@ -117,6 +121,12 @@ bench-uring: deps
 
 bench-scaling: deps
 	$(PYTHON) bench/scaling.py $(BENCH_ARGS)
+
+bench-cp: deps cp
+	$(PYTHON) bench/cp.py $(BENCH_ARGS)
+
+cp:
+	@scripts/coreutils.sh build
 
 # The soak in a guest on a scratch disk; runs/soak.json also when it fails.
 SOAK_OUT := $(PCSHARE_CACHE)/soak

@@ -168,6 +168,27 @@ def demo(name="demo.json"):
     return lines
 
 
+def cp_rows(data):
+    """bench-cp's table: per kernel and cp, the median clone time and the
+    worst read and write latency (max, and the mean's median) over the runs."""
+    import statistics
+    labels = {"baseline": "no clone (fio alone)", "stock": "Debian's cp (FICLONE)",
+              "patched": f"patched cp (FICLONERANGE2, {data.get('budget_ms') or 100} ms budget)"}
+    groups = {}
+    for r in data["runs"]:
+        groups.setdefault((r["kernel"], r["cp"]), []).append(r)
+    lines = [row("kernel", "cp", "runs", "clone s (median)", "read max / mean ms",
+                 "write max / mean ms"), "|---|---|---:|---:|---:|---:|"]
+    for (kernel, cp_name), runs in groups.items():
+        times = [r["clone_seconds"] for r in runs if r["clone_seconds"] is not None]
+        cells = [f"{max(r['latency_ms'][side]['max_ms'] for r in runs):.0f} / "
+                 f"{statistics.median(r['latency_ms'][side]['mean_ms'] for r in runs):.1f}"
+                 for side in ("read", "write")]
+        lines.append(row(kernel, labels.get(cp_name, cp_name), len(runs),
+                         f"{statistics.median(times):.2f}" if times else "-", *cells))
+    return lines
+
+
 def sig(value):
     """VALUE with three significant digits and no exponent: 4.66, 23.5, 122."""
     if not value:
@@ -342,7 +363,8 @@ TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
           "unshared": unshared, "clone-items": clone_items, "clone": clone,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
-          "demo-64clones": lambda: demo("demo-64clones.json")}
+          "demo-64clones": lambda: demo("demo-64clones.json"),
+          "cp": lambda: cp_rows(load("cp.json"))}
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
 

@@ -135,7 +135,9 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
     # import the harness package from the checkout too.
     guest_env = {"PYTHONPATH": str(TOP), "PCSHARE_OUT": "/run/pcshare/out",
                  "PCSHARE_KERNEL": kernel, "PCSHARE_VARIANT": variant,
-                 "PCSHARE_DISKS": devices}
+                 "PCSHARE_DISKS": devices,
+                 # where host-built tools are (the patched cp of `make cp`)
+                 "PCSHARE_CACHE": str(CACHE)}
     guest_env.update(env or {})
     job = ["set -u", f"cd {shlex.quote(str(cwd or TOP))}"]
     job += [f"export {k}={shlex.quote(str(v))}" for k, v in guest_env.items()]

@@ -81,6 +81,30 @@ def fiemap(fd, start=0, length=(1 << 64) - 1, max_extents=512):
     return extents
 
 
+def fiemap_all(path, batch=4096):
+    """Every extent of PATH as (logical, physical, length, flags), read in
+    batches of BATCH: a fragmented file has too many for one call."""
+    extents, start = [], 0
+    with open(path, "rb") as f:
+        while True:
+            got = fiemap(f.fileno(), start=start, max_extents=batch)
+            extents += got
+            if not got or got[-1][3] & FIEMAP_EXTENT_LAST:
+                return extents
+            start = got[-1][0] + got[-1][2]
+
+
+def write_extents(path, extents, bs=4096):
+    """A file of EXTENTS one-block extents with a hole after each but the
+    last, written back to front (so XFS's EOF preallocation cannot merge
+    them) and fsynced; each block holds its index. Returns the size."""
+    with open(path, "wb") as f:
+        for i in reversed(range(extents)):
+            os.pwrite(f.fileno(), i.to_bytes(8, "little") * (bs // 8), 2 * i * bs)
+        os.fsync(f.fileno())
+    return (2 * extents - 1) * bs
+
+
 def physical_map(path):
     with open(path, "rb") as f:
         return [(lo, ph, ln) for lo, ph, ln, _ in fiemap(f.fileno())]
