@@ -114,6 +114,20 @@ def hit():
     return lines
 
 
+def sampled(name, key, labels, value, unit):
+    """A guestbench.sampled() results file as a table: one row per KEY
+    (run fields), stock's and pcshare's median VALUE and their ratio."""
+    data = load(name)
+    median = {(r["kernel"], *(r[k] for k in key)): r[value] for r in data["runs"]}
+    lines = [row(*labels, "stock", "pcshare (`shared_cache`)", "pcshare / stock"),
+             "|" + "---|" * len(key) + "---:|---:|---:|"]
+    for rest in dict.fromkeys(tuple(r[k] for k in key) for r in data["runs"]):
+        stock, pcshare = median[("stock", *rest)], median[("pcshare", *rest)]
+        lines.append(row(*rest, f"{stock:,.0f} {unit}", f"{pcshare:,.0f} {unit}",
+                         f"{pcshare / stock:.2f}"))
+    return lines
+
+
 def unshared():
     data = load("unshared.json")
     median = {(r["kernel"], r["workload"]): r["median"] for r in data["runs"]}
@@ -364,7 +378,11 @@ TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
           "demo-64clones": lambda: demo("demo-64clones.json"),
-          "cp": lambda: cp_rows(load("cp.json"))}
+          "cp": lambda: cp_rows(load("cp.json")),
+          "uring": lambda: sampled("uring.json", ("pattern", "iodepth"),
+                                   ("pattern", "queue depth"), "iops", "IOPS"),
+          "scaling": lambda: sampled("scaling.json", ("files", "readers"),
+                                     ("files", "readers at once"), "mib_per_s", "MiB/s")}
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
 
