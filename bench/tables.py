@@ -378,8 +378,7 @@ TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
           "demo-64clones": lambda: demo("demo-64clones.json"),
-          # cp_rows() (bench/cp.py prints it) joins once make bench-cp's
-          # results/cp.json is published.
+          "cp": lambda: cp_rows(load("cp.json")),
           "uring": lambda: sampled("uring.json", ("pattern", "iodepth"),
                                    ("pattern", "queue depth"), "iops", "IOPS"),
           "scaling": lambda: sampled("scaling.json", ("files", "readers"),
