@@ -24,18 +24,7 @@ done
 die() { echo "coreutils.sh: $*" >&2; exit 1; }
 
 deps() {
-	# apt-get source and build-dep need the deb-src index.
-	if ! apt-cache showsrc coreutils 2>/dev/null | grep -q "^Version: $VERSION\$"; then
-		[ "$(id -u)" = 0 ] || die "need root to add a deb-src source for bookworm"
-		cat > /etc/apt/sources.list.d/pcshare-deb-src.sources <<-SOURCES
-		Types: deb-src
-		URIs: http://deb.debian.org/debian
-		Suites: bookworm bookworm-updates
-		Components: main
-		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-		SOURCES
-		apt-get update -qq
-	fi
+	"$TOP"/scripts/deb-src.sh "coreutils=$VERSION"
 	if apt-get -s build-dep coreutils 2>/dev/null | grep -q '^Inst ' ||
 	   ! command -v dpkg-source >/dev/null; then
 		[ "$(id -u)" = 0 ] || die "need root to install coreutils' build dependencies"

@@ -41,18 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # deb-src for bookworm, so that apt-get source/build-dep find xfsprogs.
-if ! grep -rqsE '^(deb-src .*bookworm|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	need_root "add a deb-src source"
-	echo "fstests-deps.sh: adding /etc/apt/sources.list.d/pcshare-deb-src.sources" >&2
-	cat >/etc/apt/sources.list.d/pcshare-deb-src.sources <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-	updated=
-fi
+"$(dirname "$0")"/deb-src.sh xfsprogs
 
 # xfsprogs' build dependencies (the stamp remembers a successful build-dep).
 stamp=$CACHE/xfsprogs/.build-dep-done
