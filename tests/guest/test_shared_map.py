@@ -584,15 +584,29 @@ class Hold:
         return self.path.read_text().strip()
 
     def assert_held(self, proc):
-        assert self.state() == f"held {self.point} {proc.pid}"
+        """PROC is held at the point now; returns the hold's number."""
+        parts = self.state().split()
+        assert parts[:3] == ["held", self.point, str(proc.pid)], parts
+        return int(parts[3])
 
-    def wait_held(self, proc, timeout=60):
+    def wait_held(self, proc, timeout=60, after=0):
+        """Wait for PROC to be held by a hold numbered above AFTER (the
+        state shows the last hold until its thread has woken); returns
+        the hold's number."""
         deadline = time.monotonic() + timeout
-        while not self.state().startswith("held "):
+        while True:
+            parts = self.state().split()
+            if parts[0] == "held" and int(parts[3]) > after:
+                return self.assert_held(proc)
             assert proc.poll() is None, f"exited before reaching {self.point}"
             assert time.monotonic() < deadline, f"nothing reached {self.point}"
             time.sleep(0.05)
-        self.assert_held(proc)
+
+    def rearm_and_release(self):
+        """Arm the point again, then let the held thread go: the next
+        thread to pass the point, the released one too, is held."""
+        self.path.write_text(self.point)
+        self.path.write_text("release")
 
     def end(self):
         """Disarm, and let a held thread go."""
@@ -673,3 +687,65 @@ def test_a_fill_reads_again_blocks_moved_while_it_read(scm):
     assert m1["mapped_attaches"] == m0["mapped_attaches"] + 1
     reread = m1["mapped_bytes_read"] - m0["mapped_bytes_read"] - SIZE
     assert 0 < reread <= CONTENT_BATCH * PAGE and reread % PAGE == 0, reread
+
+
+class ExtentMapDrops:
+    """Makes the extent map shrinker drop PATH's extent maps: drop_caches
+    runs it (the debug kernel reports btrfs's maps to the super block
+    shrinker), asynchronously, so its btrfs_extent_map_shrinker_remove_em
+    trace event, filtered to PATH's inode, tells when it did."""
+
+    TRACING = Path("/sys/kernel/tracing")
+    EVENT = TRACING / "events/btrfs/btrfs_extent_map_shrinker_remove_em"
+
+    def __init__(self, path):
+        if not (self.TRACING / "events").exists():
+            fsutil.run("mount", "-t", "tracefs", "nodev", str(self.TRACING))
+        root = fsutil.run("btrfs", "inspect-internal", "rootid", str(path)).strip()
+        (self.EVENT / "filter").write_text(f"ino == {os.stat(path).st_ino} && root_id == {root}")
+        (self.TRACING / "trace").write_text("")
+        (self.EVENT / "enable").write_text("1")
+
+    def removed(self):
+        return (self.TRACING / "trace").read_text().count("shrinker_remove_em")
+
+    def drop(self, timeout=30):
+        """Run the shrinker until it has removed one more of the maps."""
+        before, deadline = self.removed(), time.monotonic() + timeout
+        while self.removed() == before:
+            assert time.monotonic() < deadline, "the shrinker kept the file's extent maps"
+            Path("/proc/sys/vm/drop_caches").write_text("2")
+            time.sleep(0.2)
+
+    def close(self):
+        (self.EVENT / "enable").write_text("0")
+        (self.EVENT / "filter").write_text("0")
+
+
+def test_a_compressed_fill_reloads_an_extent_map_the_shrinker_dropped(sczm):
+    """A content fill caches a compressed run, then the extent map
+    shrinker drops the file's map before the fill copies from the cache.
+    The copy must load the map again: a content folio has no disk read to
+    fall back on, and a fill gives up after three passes.  Three fills in
+    a row are held there while the shrinker runs (re-armed before each
+    release, so the next one is held whichever it is); the mapping must
+    read the file's data, where without the reload the three holds are
+    one fill's three passes and the fault fails (SIGBUS)."""
+    mnt, dev = sczm
+    data = image(mnt, dev, 1, "content_copy", compressed=True)
+    assert SIZE >= 3 * CONTENT_BATCH * PAGE  # three fills with the reload
+    drops = ExtentMapDrops(mnt / "s0" / "f")
+    hold = Hold(dev, "content_copy")
+    child = map_and_hash(mnt / "s0" / "f")
+    try:
+        seq = 0
+        for i in range(3):
+            seq = hold.wait_held(child, after=seq)
+            drops.drop()
+            if i < 2:
+                hold.rearm_and_release()
+    finally:
+        hold.end()
+        drops.close()
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and out.strip() == sha256(data), child.returncode
