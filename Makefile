@@ -16,7 +16,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels publish test test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-cp soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-cp bench-clone-scale soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
@@ -34,6 +34,8 @@ help:
 	@echo "make bench-scaling   1, 2, 4, 8 cold readers at once, distinct files and clones -> runs/scaling.json, .png"
 	@echo "make bench-cp        fio on a fragmented image while cp --reflink clones it, stock cp (FICLONE)"
 	@echo "                     vs patched cp (FICLONERANGE2) -> runs/cp.json, .png (runs make cp first)"
+	@echo "make bench-clone-scale  clones of 10^4, 10^5, 10^6-extent files under fio: time, stalls,"
+	@echo "                     memory, fitted out to 10^8 -> runs/clone-scale.json, .png"
 	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
@@ -124,6 +126,9 @@ bench-scaling: deps
 
 bench-cp: deps cp
 	$(PYTHON) bench/cp.py $(BENCH_ARGS)
+
+bench-clone-scale: deps $(TOOL)
+	$(PYTHON) bench/clone_scale.py $(BENCH_ARGS)
 
 cp:
 	@scripts/coreutils.sh build

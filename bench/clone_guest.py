@@ -4,6 +4,7 @@ readers (buffered, O_DIRECT, mmap; 4 KiB random reads) and one 4 KiB random
 writer work on it, once per clone method; report clone time and each job's
 max and p99.9 latency. Runs inside a pcshare VM on a scratch disk."""
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -99,7 +100,9 @@ def commit_stats(path):
     return dict((k, int(v)) for k, v in (line.split() for line in path.read_text().splitlines()))
 
 
-def run_method(mnt, device, method, size, lead):
+def run_method(mnt, device, method, size, lead, around=contextlib.nullcontext):
+    """Clone mnt/src to mnt/dst with METHOD while the fio jobs run; the
+    clone call runs inside AROUND(), a context manager (a memory sampler)."""
     dst = mnt / "dst"
     if dst.exists():
         dst.unlink()
@@ -116,8 +119,9 @@ def run_method(mnt, device, method, size, lead):
         res = None
         time.sleep(BASELINE_SECONDS)
     else:
-        res = subprocess.run([str(TOOL), "clone", "--quiet", "--json", *METHODS[method],
-                              str(mnt / "src"), str(dst)], capture_output=True, text=True)
+        with around():
+            res = subprocess.run([str(TOOL), "clone", "--quiet", "--json", *METHODS[method],
+                                  str(mnt / "src"), str(dst)], capture_output=True, text=True)
     time.sleep(0.5)
     fio.send_signal(signal.SIGINT)
     _, fio_err = fio.communicate(timeout=600)

@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""Plot results/clone-scale.json on log axes: clone time, the longest wait
+of a reader and of the writer, and the slab the clone grew, against the
+extents of the cloned file; one line per kernel and method, dotted out to
+10^8 extents where the results file has a fit.
+usage: plot_clone_scale.py JSON PNG"""
+import sys
+
+from plotting import main, plt
+
+STYLE = {("stock", "ficlone"): "tab:red", ("pcshare", "ficlone"): "tab:orange",
+         ("pcshare", "ficlonerange2_100ms"): "tab:green"}
+READERS = ("buffered", "direct", "mmap")
+PANELS = (("clone_seconds", "clone time, s"),
+          ("reader_max_ms", "longest read during the clone, ms"),
+          ("writer_max_ms", "longest write during the clone, ms"),
+          ("slab_mib", "slab growth during the clone, MiB"))
+
+
+def value(run, name):
+    if name == "clone_seconds":
+        return run["clone_seconds"]
+    if name == "writer_max_ms":
+        return run["latency_ms"]["writer"]["max"]
+    if name == "slab_mib":
+        return max(run["memory"]["slab_mib"], 0.1)
+    return max(run["latency_ms"][job]["max"] for job in READERS)
+
+
+def draw(result):
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.4 * len(PANELS), 4.2))
+    keys = list(dict.fromkeys((r["kernel"], r["method"]) for r in result["runs"]))
+    for ax, (name, title) in zip(axes, PANELS):
+        for key in keys:
+            runs = sorted((r for r in result["runs"] if (r["kernel"], r["method"]) == key),
+                          key=lambda r: r["extents"])
+            colour = STYLE.get(key, "tab:blue")
+            xs = [r["extents"] for r in runs]
+            ax.plot(xs, [value(r, name) for r in runs], "o-", color=colour,
+                    label=" ".join(key))
+            for f in result.get("fits", []):
+                if (f["kernel"], f["method"], f["metric"]) == (*key, name):
+                    ax.plot([xs[-1], 1e8], [value(runs[-1], name), f["at_1e8"]], ":",
+                            color=colour)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("extents in the cloned file")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__, draw))
