@@ -139,7 +139,7 @@ SOAK_PYTHON = $$($(PYTHON) -c 'import sys; print(sys.executable)')
 soak: deps
 	scripts/kernel.sh build pcshare $(SOAK_VARIANT) >/dev/null
 	mkdir -p runs && rm -f $(SOAK_OUT)/soak.json
-	$(PYTHON) scripts/vm.py --kernel pcshare --variant $(SOAK_VARIANT) --disk 8G --mem 3G \
+	$(PYTHON) -m harness.vm --kernel pcshare --variant $(SOAK_VARIANT) --disk 8G --mem 3G \
 		--timeout $$(( $(SOAK_MINUTES) * 60 + 1800 )) --out $(SOAK_OUT) -- \
 		$(SOAK_PYTHON) tests/soak.py --device /dev/vda --mount-options shared_cache \
 		--seconds $$(( $(SOAK_MINUTES) * 60 )) --json /run/pcshare/out/soak.json $(SOAK_ARGS); \

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(TOP), str(TOP / "scripts")]
-import vm  # noqa: E402
+sys.path.insert(0, str(TOP))
+from harness import vm  # noqa: E402
 from harness.results import run_file  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 The guest suites write a marker to /dev/kmsg when each test starts and ends
 (tests/guest/conftest.py), as fstests' check does, so a WARN, lockdep or
 KASAN report fails the test that was running, by name, and the host's scan
-of the console (scripts/vm.py) names it too.
+of the console (harness/vm.py) names it too.
 """
 import os
 import re

@@ -23,11 +23,12 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-sys.path.insert(0, str(TOP / "scripts"))
+if __name__ == "__main__":  # run by path: the checkout's packages (scripts/_bootstrap.py)
+    import _bootstrap  # noqa: F401
+from harness import vm  # noqa: E402
 from harness.results import run_file  # noqa: E402
-import vm  # noqa: E402
+
+TOP = Path(__file__).resolve().parent.parent
 
 CACHE = Path(os.environ.get("PCSHARE_CACHE", Path.home() / ".cache/pcshare"))
 PATCHES = TOP / "userspace/fstests"

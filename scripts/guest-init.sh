@@ -1,6 +1,6 @@
 #!/bin/sh
 # PID 1 of a pcshare guest. The root is the host's / over 9p, read-only;
-# scripts/vm.py shares a run directory as the 9p tag "out" holding job.sh.
+# harness/vm.py shares a run directory as the 9p tag "out" holding job.sh.
 # Runs job.sh, records its exit status, and reboots (QEMU runs with
 # -no-reboot, so that ends the VM).
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

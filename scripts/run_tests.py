@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+if __name__ == "__main__":  # run by path: the checkout's packages (scripts/_bootstrap.py)
+    import _bootstrap  # noqa: F401
+from harness import vm  # noqa: E402
+
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "scripts"))
-import vm  # noqa: E402
 
 DEFAULT_KERNELS = "stock:default,pcshare:default,pcshare:debug"
 

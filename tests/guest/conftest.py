@@ -38,7 +38,7 @@ def pytest_configure(config):
                             "expects checksum errors")
     if not os.environ.get("PCSHARE_DISKS"):
         raise pytest.UsageError("guest suites run inside a pcshare VM with a scratch disk "
-                                "(scripts/vm.py --disk SIZE); PCSHARE_DISKS is not set")
+                                "(python3 -m harness.vm --disk SIZE); PCSHARE_DISKS is not set")
 
 
 def pytest_collection_modifyitems(items):

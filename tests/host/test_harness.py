@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-import vm
+from harness import vm
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 

@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""Boot a pcshare kernel under QEMU and run one command inside it.
+"""Boot a pcshare kernel under QEMU and run one command inside it: run_vm(),
+or `python3 -m harness.vm` on the command line.
 
 The guest's root is the host's / over 9p, read-only, so the guest has the
 host's python3, pytest, btrfs-progs, xfs_io and fio. A run directory is
@@ -24,10 +24,9 @@ import threading
 import time
 from pathlib import Path
 
+from harness import kernel_log
+
 TOP = Path(__file__).resolve().parent.parent
-if str(TOP) not in sys.path:  # run by path, without make's PYTHONPATH
-    sys.path.insert(0, str(TOP))
-from harness import kernel_log  # noqa: E402
 CACHE = Path(os.environ.get("PCSHARE_CACHE", Path.home() / ".cache/pcshare"))
 
 def scan_console(text):
@@ -131,8 +130,9 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
         disk_files.append(path)
     devices = " ".join(f"/dev/vd{chr(ord('a') + i)}" for i in range(len(disks)))
 
-    # PYTHONPATH: scripts run by path (bench/*_guest.py, tests/soak.py)
-    # import the harness package from the checkout too.
+    # PYTHONPATH: the one place a guest job gets the checkout's packages
+    # (harness, bench), whatever it runs: pytest on tests/guest, python3 -m
+    # bench.NAME_guest, tests/soak.py by path.
     guest_env = {"PYTHONPATH": str(TOP), "PCSHARE_OUT": "/run/pcshare/out",
                  "PCSHARE_KERNEL": kernel, "PCSHARE_VARIANT": variant,
                  "PCSHARE_DISKS": devices,
@@ -223,7 +223,8 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
 
 def main():
     ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python3 -m harness.vm", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s [options] -- COMMAND [ARGS...]")
     ap.add_argument("--kernel", default="stock", choices=["stock", "pcshare"])
     ap.add_argument("--variant", default="default", choices=["default", "debug"])
@@ -248,7 +249,7 @@ def main():
                         disks=args.disk, timeout=args.timeout, out_dir=args.out,
                         echo=not args.quiet, append=args.append)
     except FileNotFoundError as e:
-        print(f"vm.py: {e}", file=sys.stderr)
+        print(f"harness.vm: {e}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(dataclasses.asdict(result), indent=2))
