@@ -13,10 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
+TOP = Path(__file__).resolve().parent.parent
 TOOL = TOP / "tools/pcshare/pcshare"
 BS = 4096
 METHODS = {

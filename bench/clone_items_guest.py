@@ -10,12 +10,10 @@ dump-tree` after a sync, and writes them as JSON.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
-from fsutil import CloneRange2  # noqa: E402
+from harness import fsutil
+from harness.fsutil import CloneRange2
 
 MiB = 1 << 20
 METHODS = {

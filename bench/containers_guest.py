@@ -38,11 +38,9 @@ import mmap
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 INTERPRETER = fsutil.SYSTEM_PYTHON
 UPGRADE_EVERY = 4

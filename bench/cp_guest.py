@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from harness import fsutil
+
 TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "tests/guest"))
-import fsutil  # noqa: E402
 
 
 def log(msg):

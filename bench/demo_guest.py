@@ -8,12 +8,9 @@ each step's wall time, bytes read from DEVICE and growth of the page cache
 import json
 import os
 import platform
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
-
+from harness import fsutil
 
 
 def main():

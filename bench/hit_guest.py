@@ -9,11 +9,9 @@ holds it and every read looks up the extent and copies from there. Checks
 that the samples read no disk, and writes IOPS per sample as JSON.
 """
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 JOB = Path(__file__).resolve().parent / "jobs/hot-read.fio"
 WORKLOADS = {"rand_4k": ("randread", "4k"), "rand_64k": ("randread", "64k"),

@@ -16,10 +16,8 @@ import random
 import signal
 import time
 from pathlib import Path
-import sys
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 MiB = 1 << 20
 TAIL = 64 * MiB

@@ -13,11 +13,9 @@ job, with the page cache growth and disk bytes of the whole run:
 """
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 PAIRS = {2: ("randread", "randread"), 3: ("randwrite", "randread"),

@@ -10,11 +10,8 @@ stock has one per file: this measures what that costs as readers are
 added. Writes MiB/s per sample as JSON.
 """
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 MiB = 1 << 20
 

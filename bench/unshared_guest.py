@@ -7,11 +7,9 @@ with synchronous buffered I/O. Writes a JSON list of samples.
 """
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 WORKLOADS = {
     # name: (fio arguments, result field, unit)

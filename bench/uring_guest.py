@@ -10,11 +10,9 @@ what that costs against stock's page cache. Writes IOPS and disk bytes per
 sample as JSON.
 """
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 JOB = Path(__file__).resolve().parent / "jobs/cold-uring.fio"
 PATTERNS = ("randread", "read")

@@ -13,11 +13,9 @@ disk bytes are recorded cumulatively after each N in --clones.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 JOB = Path(__file__).resolve().parent / "jobs/vm-disk-read.fio"
 ENGINES = {  # name: (fio ioengine, direct, iodepth)

@@ -38,8 +38,7 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
 BLOCK = 4096
 MiB = fsutil.MiB

@@ -1,15 +1,11 @@
 """Fixtures for the guest suites: fresh filesystems on the VM's scratch disk."""
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import fsutil  # noqa: E402
+from harness import features, fsutil
 # Marks each test in the kernel log; a kernel report fails the test by name.
-from harness.pytest_kernel_reports import kernel_reports  # noqa: E402,F401
-from harness import features  # noqa: E402
+from harness.pytest_kernel_reports import kernel_reports  # noqa: F401
 
 
 # Mount option sets the btrfs fixture runs every test with, ";"-separated:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import fsutil
+from harness import fsutil
+
 from conftest import BTRFS_OPTION_SETS
 
 pytestmark = pytest.mark.bench_smoke

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-import fsutil
-from fsutil import sha256, sha256_file
+from harness import fsutil
+from harness.fsutil import sha256, sha256_file
 
 MiB = 1 << 20
 

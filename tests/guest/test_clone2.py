@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-import fsutil
+from harness import fsutil
+from harness.fsutil import CloneRange2, sha256, sha256_file
+
 from conftest import _fresh
-from fsutil import CloneRange2, sha256, sha256_file
 
 pytestmark = pytest.mark.clone2
 MiB = 1 << 20

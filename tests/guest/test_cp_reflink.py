@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import fsutil
+from harness import fsutil
+
 from conftest import _fresh
 
 CACHE = Path(os.environ.get("PCSHARE_CACHE") or "/root/.cache/pcshare")

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import fsutil
+from harness import fsutil
+from harness.fsutil import MiB, sha256, sha256_file
+
 from conftest import _fresh
-from fsutil import MiB, sha256, sha256_file
 
 pytestmark = pytest.mark.shared_cache
 PAGE = 4096

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import fsutil
-from fsutil import MiB, sha256, sha256_file
+from harness import fsutil
+from harness.fsutil import MiB, sha256, sha256_file
+
 from test_shared_cache import PAGE, assert_compressed, cold, compressed_sc
 from test_shared_cache import sc, scm  # noqa: F401 (fixtures)
 

@@ -14,7 +14,8 @@ TOP = Path(__file__).resolve().parents[2]
 SOAK = TOP / "tests/soak.py"
 sys.path.insert(0, str(TOP / "tests"))
 import soak  # noqa: E402
-from soak import fsutil  # noqa: E402
+
+from harness import fsutil  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loop mounts need root")
 

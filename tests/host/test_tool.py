@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-TOP = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(TOP / "tests/guest"))
-import fsutil  # noqa: E402
+from harness import fsutil
 
+TOP = Path(__file__).resolve().parents[2]
 TOOL = TOP / "tools/pcshare/pcshare"
 MiB = 1 << 20
 
