@@ -1,7 +1,8 @@
 # pcshare: see README.md. Kernel trees and builds live in $(PCSHARE_CACHE).
 PYTHON ?= $(shell command -v python3)
 export PCSHARE_CACHE ?= $(HOME)/.cache/pcshare
-# The harness package (harness/) for every script run from here.
+# The checkout's packages (harness/, bench/; pyproject.toml) for every
+# program run from here, without installing them.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 DEV ?= $(PCSHARE_CACHE)/dev
 DEMO_ARGS ?=
@@ -36,7 +37,8 @@ help:
 	@echo "                     vs patched cp (FICLONERANGE2) -> runs/cp.json, .png (runs make cp first)"
 	@echo "make bench-clone-scale  clones of 10^4, 10^5, 10^6-extent files under fio: time, stalls,"
 	@echo "                     memory, fitted out to 10^8 -> runs/clone-scale.json, .png"
-	@echo "                     (each bench takes BENCH_ARGS; python3 bench/NAME.py --help lists them)"
+	@echo "                     (each bench takes BENCH_ARGS; python3 -m bench.NAME --help lists them;"
+	@echo "                     make bench-vm runs bench.vmimage)"
 	@echo "make soak            SOAK_MINUTES=$(SOAK_MINUTES) of random operations checked against a model,"
 	@echo "                     pcshare SOAK_VARIANT=$(SOAK_VARIANT) kernel, shared_cache -> runs/soak.json"
 	@echo "make publish         copy runs/ (what demo and bench-* wrote) into results/, regenerate the tables in README.md, docs/"
@@ -92,40 +94,40 @@ test-host: deps $(TOOL)
 	$(PYTHON) -m pytest -p no:cacheprovider -v tests/host
 
 demo: deps
-	$(PYTHON) bench/demo.py $(DEMO_ARGS)
+	$(PYTHON) -m bench.demo $(DEMO_ARGS)
 
 bench-unshared: deps
-	$(PYTHON) bench/unshared.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.unshared $(BENCH_ARGS)
 
 bench-clone: deps $(TOOL)
-	$(PYTHON) bench/clone.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.clone $(BENCH_ARGS)
 
 bench-lockhold: deps
-	$(PYTHON) bench/lockhold.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.lockhold $(BENCH_ARGS)
 
 bench-clone-items: deps
-	$(PYTHON) bench/clone_items.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.clone_items $(BENCH_ARGS)
 
 bench-containers: deps
-	$(PYTHON) bench/containers.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.containers $(BENCH_ARGS)
 
 bench-vm: deps
-	$(PYTHON) bench/vm.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.vmimage $(BENCH_ARGS)
 
 bench-mix: deps
-	$(PYTHON) bench/mix.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.mix $(BENCH_ARGS)
 
 bench-hit: deps
-	$(PYTHON) bench/hit.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.hit $(BENCH_ARGS)
 
 bench-uring: deps
-	$(PYTHON) bench/uring.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.uring $(BENCH_ARGS)
 
 bench-scaling: deps
-	$(PYTHON) bench/scaling.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.scaling $(BENCH_ARGS)
 
 bench-cp: deps cp
-	$(PYTHON) bench/cp.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.cp $(BENCH_ARGS)
 
 bench-clone-scale: deps $(TOOL)
 	$(PYTHON) bench/clone_scale.py $(BENCH_ARGS)
@@ -152,7 +154,7 @@ publish:
 	@ls $(RUNS)/*.json >/dev/null 2>&1 || { echo "publish: no $(RUNS)/*.json: run make demo or a make bench-NAME first" >&2; exit 1; }
 	cp $(RUNS)/*.json results/
 	@for f in $(RUNS)/*.png $(RUNS)/*.md; do [ ! -e "$$f" ] || cp -v "$$f" results/; done
-	$(PYTHON) bench/tables.py --write
+	$(PYTHON) -m bench.tables --write
 	@echo "publish: results/, README.md and docs/ updated; review with git diff"
 
 dev-tree: deps

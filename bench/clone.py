@@ -12,15 +12,13 @@ runs/clone.png.
 """
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-from harness import vm  # noqa: E402
-from harness.results import run_file  # noqa: E402
-from clone_results import markdown  # noqa: E402
+from bench import guestbench
+from bench.clone_results import markdown
+from harness import vm
+from harness.results import run_file
 
 STOCK_METHODS = ["ficlone", "ficlonerange_1m"]
 CLONE2_METHODS = ["ficlonerange2_10ms", "ficlonerange2_100ms"]
@@ -28,7 +26,7 @@ CLONE2_METHODS = ["ficlonerange2_10ms", "ficlonerange2_100ms"]
 
 def run_kernel(kernel, extents, repeat, out_dir):
     methods = STOCK_METHODS + (CLONE2_METHODS if vm.has_clone2(kernel) else [])
-    command = [sys.executable, "bench/clone_guest.py", "--device", "/dev/vda",
+    command = [sys.executable, "-m", "bench.clone_guest", "--device", "/dev/vda",
                "--extents", str(extents), "--methods", ",".join(methods),
                "--repeat", str(repeat),
                "--json", "/run/pcshare/out/clone.json"]
@@ -76,10 +74,7 @@ def main():
     table.write_text(text + "\n")
     print(text)
     print(f"\nwritten: {out}, {table}")
-    # matplotlib comes from Debian's python3-matplotlib (scripts/deps.sh).
-    plot = subprocess.run(["/usr/bin/python3", str(TOP / "bench/plot_clone.py"), str(out),
-                           args.plot])
-    if plot.returncode == 0:
+    if guestbench.plot("clone", out, args.plot):
         print(f"written: {args.plot}")
     else:
         print("bench-clone: plot failed (results are in the JSON)", file=sys.stderr)

@@ -14,10 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-from harness import vm  # noqa: E402
-from harness.results import run_file  # noqa: E402
+from harness import vm
+from harness.results import run_file
 
 
 def main():
@@ -29,7 +27,7 @@ def main():
     size = vm.parse_size(args.size)
     vm.build_kernel("pcshare")
     out_dir = vm.CACHE / "bench-clone-items"
-    command = [sys.executable, "bench/clone_items_guest.py", "--device", "/dev/vda",
+    command = [sys.executable, "-m", "bench.clone_items_guest", "--device", "/dev/vda",
                "--size", str(size), "--json", "/run/pcshare/out/clone-items.json"]
     result = vm.run_vm(command, kernel="pcshare", mem="2G", disks=[str(6 * size + (1 << 30))],
                        timeout=1800, out_dir=out_dir)

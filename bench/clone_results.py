@@ -1,5 +1,5 @@
-"""Reading results/clone.json, shared by bench/clone.py and bench/tables.py
-(the table) and bench/plot_clone.py (the plot, run by Debian's python3 for
+"""Reading results/clone.json, shared by bench.clone and bench.tables (the
+table) and bench.plot_clone (the plot, run by Debian's python3 for
 matplotlib)."""
 import statistics
 

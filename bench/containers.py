@@ -26,9 +26,9 @@ Byte counts are exact under emulation; compare times only within a run.
 """
 import sys
 
-import guestbench
+from bench import guestbench
+from harness import vm
 
-TOP = guestbench.TOP
 MiB = 1 << 20
 LAYOUTS = ("snapshots", "overlay", "ro-snapshots")
 
@@ -53,7 +53,7 @@ def main():
     guestbench.positive_list(ap, "--containers", args.containers)
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
-        guestbench.vm.build_kernel(kernel)
+        vm.build_kernel(kernel)
 
     result = {"runs": [], **guestbench.provenance()}
     for layout in layouts:

@@ -23,11 +23,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import guestbench
-from tables import cp_rows
+from bench import guestbench
+from bench.tables import cp_rows
+from harness import vm
 
 TOP = guestbench.TOP
-vm = guestbench.vm
 
 
 def main():

@@ -14,11 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-from harness import vm  # noqa: E402
-from harness.results import run_file  # noqa: E402
-import guestbench  # noqa: E402
+from bench import guestbench
+from harness import vm
+from harness.results import run_file
 
 STEPS = ["read_source_cold", "read_source_hot", "read_clone_first",
          "read_clone_again", "read_n_clones"]
@@ -27,7 +25,7 @@ STEPS = ["read_source_cold", "read_source_hot", "read_clone_first",
 def run_kernel(kernel, size, clones, mem, compress):
     vm.build_kernel(kernel)
     out_dir = vm.CACHE / "demo" / kernel
-    command = [sys.executable, "bench/demo_guest.py", "--device", "/dev/vda",
+    command = [sys.executable, "-m", "bench.demo_guest", "--device", "/dev/vda",
                "--size", str(size), "--clones", str(clones),
                "--json", "/run/pcshare/out/demo.json"]
     options = [o for o in ("shared_cache" if vm.has_shared_cache(kernel) else "",

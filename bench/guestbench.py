@@ -1,27 +1,27 @@
-"""Host side of a guest benchmark: boot a kernel, run one bench/*_guest.py
-in it on a scratch disk, return its JSON; and what every results file
-records about where it came from."""
+"""Host side of a guest benchmark: boot a kernel, run one bench.*_guest
+module in it on a scratch disk, return its JSON; and what every results
+file records about where it came from."""
 import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-from harness import vm  # noqa: E402,F401  (re-exported for the bench wrappers)
-from harness.results import run_file  # noqa: E402
+from harness import vm
+from harness.results import run_file
+
+TOP = vm.TOP
 
 
 def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
         shared_cache="shared_cache", cpus=2):
-    """Run bench/NAME_guest.py GUEST_ARGS in a guest of KERNEL, with a
+    """Run bench.NAME_guest GUEST_ARGS in a guest of KERNEL, with a
     scratch disk at /dev/vda and mount option SHARED_CACHE (shared_cache, or
     shared_cache_map to share mappings too) when the kernel has the cache;
     returns the JSON it wrote. Exits with a message naming the
     kernel and the console log when the guest fails."""
     out_dir = vm.CACHE / f"bench-{name}" / kernel
-    command = [sys.executable, f"bench/{name}_guest.py", "--device", "/dev/vda",
+    command = [sys.executable, "-m", f"bench.{name}_guest", "--device", "/dev/vda",
                "--json", f"/run/pcshare/out/{name}.json", *guest_args]
     # The guest keeps only the options its kernel has (harness.features).
     command += ["--mount-options", shared_cache]
@@ -91,7 +91,7 @@ def built_kernels(args):
 
 
 def sampled(name, args, kernels, guest_args, key, value, **run_kw):
-    """Boot each kernel ARGS.rounds times (interleaved), run bench/NAME_guest.py
+    """Boot each kernel ARGS.rounds times (interleaved), run bench.NAME_guest
     GUEST_ARGS, and group its samples by KEY (sample fields): returns the
     results-file fields (runs with the median VALUE and the samples, the
     pcshare/stock ratio per key, the guests' cache counters) and the human
@@ -150,20 +150,24 @@ def side_by_side(runs, key, columns, kernels=("stock", "pcshare")):
     return "\n".join(lines)
 
 
+def plot(name, out, png):
+    """Draw PNG from the results file OUT with bench.plot_NAME under Debian's
+    python3, which has matplotlib (scripts/deps.sh); True when it did."""
+    done = subprocess.run(["/usr/bin/python3", "-m", f"bench.plot_{name}",
+                           str(Path(out).resolve()), str(Path(png).resolve())], cwd=TOP)
+    return done.returncode == 0
+
+
 def finish(name, result, text, out, png):
     """Write RESULT to OUT, print TEXT (the human table), and draw PNG with
-    bench/plot_NAME.py under Debian's python3, which has matplotlib
-    (scripts/deps.sh). Returns the exit status."""
-    import subprocess
+    plot(). Returns the exit status."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print("\n" + text + f"\n\nwritten: {out}")
     if png is None:
         return 0
-    done = subprocess.run(["/usr/bin/python3", str(TOP / f"bench/plot_{name}.py"),
-                           str(out), str(png)])
-    if done.returncode:
+    if not plot(name, out, png):
         print(f"bench-{name}: plot failed (results are in the JSON)", file=sys.stderr)
         return 1
     print(f"written: {png}")

@@ -18,22 +18,21 @@ run under TCG (the results file says which).
 import statistics
 import sys
 
-import guestbench
-
-TOP = guestbench.TOP
+from bench import guestbench
+from harness import vm
 
 
 def main():
     ap = guestbench.arg_parser(__doc__, "hit")
     guestbench.sampling_args(ap, "256M", rounds=3, samples=3, runtime=5)
     args = ap.parse_args()
-    size = guestbench.vm.parse_size(args.size)
+    size = vm.parse_size(args.size)
     if size < (16 << 20) or size % (1 << 20) or min(args.rounds, args.samples,
                                                      args.runtime) < 1:
         ap.error("--size: whole MiB, at least 16M; --rounds, --samples, --runtime: positive")
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
-        guestbench.vm.build_kernel(kernel)
+        vm.build_kernel(kernel)
 
     collected, extra, counters, cold = {}, {}, [], []
     for r in range(args.rounds):

@@ -22,14 +22,12 @@ import statistics
 import sys
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-from harness import vm  # noqa: E402
-from harness.results import run_file  # noqa: E402
+from harness import vm
+from harness.results import run_file
 
 
 def run_boot(kernel, size, out_dir):
-    command = [sys.executable, "bench/lockhold_guest.py", "--device", "/dev/vda",
+    command = [sys.executable, "-m", "bench.lockhold_guest", "--device", "/dev/vda",
                "--size", str(size), "--json", "/run/pcshare/out/lockhold.json"]
     if vm.has_shared_cache(kernel):
         command += ["--mount-options", "shared_cache"]

@@ -20,9 +20,9 @@ Compare times only within one run: the guests may run under TCG
 import statistics
 import sys
 
-import guestbench
+from bench import guestbench
+from harness import vm
 
-TOP = guestbench.TOP
 KEY = ("kernel", "figure", "children", "job", "kind")
 
 
@@ -62,14 +62,14 @@ def main():
                     help="fio engine: libaio as the report did, or psync (synchronous "
                     "reads, which the shared cache serves today)")
     args = ap.parse_args()
-    size, io = guestbench.vm.parse_size(args.size), guestbench.vm.parse_size(args.io)
+    size, io = vm.parse_size(args.size), vm.parse_size(args.io)
     if size < (16 << 20) or size % (1 << 20) or io <= 0 or io % 4096 or args.rounds < 1:
         ap.error("--size: whole MiB, at least 16M; --io: a positive multiple of 4K; "
                  "--rounds: positive")
     children = max(guestbench.positive_list(ap, "--children", args.children))
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
-        guestbench.vm.build_kernel(kernel)
+        vm.build_kernel(kernel)
 
     samples, releases = [], {}
     for r in range(args.rounds):

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Plot results/clone.json: per kernel and method, the max latency of each
 job kind (bar: worst over the repeats, tick: best) and the clone time, beside
-each kernel's no-clone baseline. usage: plot_clone.py CLONE_JSON OUT_PNG"""
+each kernel's no-clone baseline.
+usage: python3 -m bench.plot_clone CLONE_JSON OUT_PNG"""
 import json
 import sys
 
@@ -10,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from clone_results import KINDS, groups  # noqa: E402
+from bench.clone_results import KINDS, groups  # noqa: E402
 
 
 def main():

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Plot results/containers.json: page cache growth (in images) against the
 number of containers, per kernel and step, one row of plots per container
-layout. usage: plot_containers.py JSON PNG"""
+layout. usage: python3 -m bench.plot_containers JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 STEPS = ("read_all", "entrypoint", "running")
 

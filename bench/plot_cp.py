@@ -2,10 +2,10 @@
 """Plot results/cp.json: per kernel and cp (Debian's cp with FICLONE,
 patched cp with FICLONERANGE2, fio alone), fio's worst read and write
 latency during the clone (bars; dots: each run) and the clone time.
-usage: plot_cp.py JSON PNG"""
+usage: python3 -m bench.plot_cp JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 SIDES = (("read", "tab:blue"), ("write", "tab:orange"))
 CP = {"baseline": "fio alone", "stock": "Debian cp", "patched": "patched cp"}

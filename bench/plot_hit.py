@@ -2,10 +2,10 @@
 """Plot results/hit.json: median IOPS per workload of hot-cache reads, stock
 (the clone's own page cache) against pcshare (the shared extent cache), with
 every sample as a dot and the pcshare/stock ratio above each pair.
-usage: plot_hit.py JSON PNG"""
+usage: python3 -m bench.plot_hit JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 KERNELS = (("stock", "tab:red"), ("pcshare", "tab:green"))
 

@@ -3,10 +3,10 @@
 latency per job for Figures 2-6 (bars, stock against pcshare), read and
 write latency against the number of children (Figures 7 and 8), and page
 cache growth and disk bytes against the number of children.
-usage: plot_mix.py JSON PNG"""
+usage: python3 -m bench.plot_mix JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 KERNELS = (("stock", "tab:red"), ("pcshare", "tab:green"))  # the report's colours
 TITLES = {2: "both read", 3: "child reads, parent writes", 4: "child writes, parent reads",

@@ -2,10 +2,10 @@
 """Plot results/scaling.json: aggregate MiB/s of N cold readers at once,
 one panel per file kind (distinct files, clones of one file), stock
 against pcshare, with every sample as a dot.
-usage: plot_scaling.py JSON PNG"""
+usage: python3 -m bench.plot_scaling JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 KERNELS = (("stock", "tab:red"), ("pcshare", "tab:green"))
 

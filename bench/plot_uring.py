@@ -2,10 +2,10 @@
 """Plot results/uring.json: median IOPS of cold io_uring 4 KiB reads per
 queue depth, one panel per pattern, stock against pcshare, every sample a
 dot and the pcshare/stock ratio over each pair.
-usage: plot_uring.py JSON PNG"""
+usage: python3 -m bench.plot_uring JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 KERNELS = (("stock", "tab:red"), ("pcshare", "tab:green"))
 

@@ -1,4 +1,4 @@
-"""What every bench/plot_*.py does around its drawing: arguments, the
+"""What every bench.plot_* module does around its drawing: arguments, the
 results file, saving the PNG. Run under Debian's python3 (matplotlib)."""
 import json
 import sys
@@ -13,7 +13,7 @@ __all__ = ["main", "plt"]
 
 
 def main(doc, draw, dpi=100):
-    """usage: plot_X.py RESULTS_JSON OUT_PNG; draw(results) returns a figure."""
+    """usage: python3 -m bench.plot_X RESULTS_JSON OUT_PNG; draw(results) returns a figure."""
     if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
         print(doc)
         return 0 if len(sys.argv) == 2 else 2

@@ -17,7 +17,7 @@ machine gives a guest 2 vCPUs on 2 host cores under TCG: it shows whether
 readers of one filesystem slow each other through the cache's one inode,
 not how that scales to 64 cores (docs/design.md has that analysis).
 """
-import guestbench
+from bench import guestbench
 
 
 def main():

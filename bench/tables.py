@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import clone_results
+from bench import clone_results
 
 TOP = Path(__file__).resolve().parent.parent
 RESULTS = TOP / "results"
@@ -436,7 +436,7 @@ def main():
                  if opening + body + closing not in new]
         for name in stale:
             print(f"{shown(path)}: table '{name}' differs from results/*.json; "
-                  "run python3 bench/tables.py --write", file=sys.stderr)
+                  "run python3 -m bench.tables --write", file=sys.stderr)
         status |= bool(stale)
     if not status:
         print(f"{count} tables {'regenerated' if args.write else 'match results/*.json'}")

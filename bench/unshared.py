@@ -14,14 +14,12 @@ import statistics
 import sys
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP))
-from harness import vm  # noqa: E402
-from harness.results import run_file  # noqa: E402
+from harness import vm
+from harness.results import run_file
 
 
 def run_boot(kernel, size, samples, out_dir):
-    command = [sys.executable, "bench/unshared_guest.py", "--device", "/dev/vda",
+    command = [sys.executable, "-m", "bench.unshared_guest", "--device", "/dev/vda",
                "--size", str(size), "--samples", str(samples),
                "--json", "/run/pcshare/out/unshared.json"]
     shared = vm.has_shared_cache(kernel)

@@ -14,7 +14,7 @@ before every sample, at each queue depth. Writes runs/uring.json
 ratio per pattern and depth. Compare only within one run: the guests may
 run under TCG (the results file says which).
 """
-import guestbench
+from bench import guestbench
 
 
 def main():

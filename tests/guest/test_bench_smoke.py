@@ -1,4 +1,4 @@
-"""Short runs of the guest sides of the benchmarks (bench/*_guest.py), so a
+"""Short runs of the guest sides of the benchmarks (bench.*_guest), so a
 change that breaks one fails `make test` instead of the next benchmark run.
 Each checks the results file's shape and the byte counts that do not depend
 on timing: what was read came from the disk once per copy the kernel keeps.
@@ -23,11 +23,11 @@ STDLIB = fsutil.system_python_stdlib()
 
 def run_bench(name, scratch_dev, tmp_path, *args):
     out = tmp_path / f"{name}.json"
-    command = [sys.executable, str(TOP / f"bench/{name}_guest.py"), "--device", scratch_dev,
+    command = [sys.executable, "-m", f"bench.{name}_guest", "--device", scratch_dev,
                "--json", str(out), *args]
     if SHARED:
         command += ["--mount-options", "shared_cache"]
-    subprocess.run(command, check=True, timeout=900)
+    subprocess.run(command, check=True, timeout=900, cwd=TOP)
     return json.loads(out.read_text())
 
 
@@ -60,7 +60,7 @@ def test_containers(scratch_dev, tmp_path, layout):
 
 
 def test_vm(scratch_dev, tmp_path):
-    result = run_bench("vm", scratch_dev, tmp_path, "--size", str(64 * MiB),
+    result = run_bench("vmimage", scratch_dev, tmp_path, "--size", str(64 * MiB),
                        "--clones", "1,2", "--engines", "psync,libaio_direct",
                        "--fill-from", str(STDLIB / "json"))
     image = result["image_bytes"]

@@ -7,14 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import tables
+
 TOP = Path(__file__).resolve().parents[2]
-TABLES = TOP / "bench/tables.py"
-sys.path.insert(0, str(TOP / "bench"))
-import tables  # noqa: E402
+
+
+def tables_run(*args, **kw):
+    """python3 -m bench.tables ARGS, from the checkout's root."""
+    return subprocess.run([sys.executable, "-m", "bench.tables", *map(str, args)], cwd=TOP,
+                          capture_output=True, text=True, **kw)
 
 
 def test_tables_match_results():
-    run = subprocess.run([sys.executable, str(TABLES), "--check"], capture_output=True, text=True)
+    run = tables_run("--check")
     assert run.returncode == 0, run.stderr + run.stdout
 
 
@@ -43,20 +48,17 @@ def test_no_result_table_outside_a_generated_block():
 def test_a_stale_table_is_caught_and_named(tmp_path):
     doc = tmp_path / "page.md"
     doc.write_text("text\n<!-- table:hit -->\n| old | numbers |\n<!-- /table:hit -->\n")
-    check = [sys.executable, str(TABLES), "--check", "--file", str(doc)]
-    stale = subprocess.run(check, capture_output=True, text=True)
+    stale = tables_run("--check", "--file", doc)
     assert stale.returncode == 1 and "page.md: table 'hit'" in stale.stderr, stale.stderr
-    subprocess.run([sys.executable, str(TABLES), "--write", "--file", str(doc)], check=True,
-                   capture_output=True)
-    assert subprocess.run(check, capture_output=True).returncode == 0
+    tables_run("--write", "--file", doc, check=True)
+    assert tables_run("--check", "--file", doc).returncode == 0
     assert "| 4 KiB random reads |" in doc.read_text()
 
 
 def test_an_unknown_table_is_named(tmp_path):
     doc = tmp_path / "page.md"
     doc.write_text("<!-- table:nosuch -->\n<!-- /table:nosuch -->\n")
-    run = subprocess.run([sys.executable, str(TABLES), "--check", "--file", str(doc)],
-                         capture_output=True, text=True)
+    run = tables_run("--check", "--file", doc)
     assert run.returncode != 0 and "page.md: no generator for table 'nosuch'" in run.stderr
 
 

@@ -10,16 +10,16 @@ import sys
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
-BENCHES = ["demo", "clone", "clone_items", "lockhold", "unshared", "containers", "vm", "mix",
-           "hit"]
+BENCHES = ["demo", "clone", "clone_items", "lockhold", "unshared", "containers", "vmimage",
+           "mix", "hit"]
 
 
 def test_benchmarks_default_to_the_run_directory(tmp_path):
-    env = dict(os.environ, PCSHARE_RUNS=str(tmp_path), PYTHONPATH=str(TOP))
+    env = dict(os.environ, PCSHARE_RUNS=str(tmp_path))
     for name in BENCHES:
         text = (TOP / f"bench/{name}.py").read_text()
         assert not re.search(r'TOP\s*/\s*f?"results', text), f"bench/{name}.py writes results/"
-        helptext = subprocess.run([sys.executable, str(TOP / f"bench/{name}.py"), "--help"],
+        helptext = subprocess.run([sys.executable, "-m", f"bench.{name}", "--help"], cwd=TOP,
                                   env=env, capture_output=True, text=True, check=True).stdout
         assert "results/" not in re.sub(r"\s+", "", helptext).split("--out", 1)[-1][:200], name
     guestbench = (TOP / "bench/guestbench.py").read_text()
@@ -37,7 +37,7 @@ def test_a_new_run_does_not_break_the_readme_check(tmp_path):
                          env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(out).parent == tmp_path
     Path(out).write_text(json.dumps(committed))
-    check = subprocess.run([sys.executable, str(TOP / "bench/tables.py"), "--check"],
+    check = subprocess.run([sys.executable, "-m", "bench.tables", "--check"], cwd=TOP,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr + check.stdout
 
@@ -58,6 +58,6 @@ def test_publish_copies_runs_into_results(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads((copy / "results/demo.json").read_text()) == demo
-    check = subprocess.run([sys.executable, str(copy / "bench/tables.py"), "--check"],
+    check = subprocess.run([sys.executable, "-m", "bench.tables", "--check"], cwd=copy,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr

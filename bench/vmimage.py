@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`make bench-vm`: a VM disk image cloned with cp --reflink, read by fio.
+(Not bench/vm.py: harness/vm.py is the VM runner.)
 
 Boots the stock and the pcshare kernel (mount option shared_cache_map:
 the shared extent cache, and mappings of unchanged clones shared) in turn; each runs
-bench/vm_guest.py: a raw image (--size, an ext4 filesystem with files in
+bench/vmimage_guest.py: a raw image (--size, an ext4 filesystem with files in
 it) cloned 8 times, then for each fio engine (psync and io_uring buffered,
 libaio on O_DIRECT, mmap) and access (sequential 1 MiB, random 64 KiB)
 the clones read one after the other with caches dropped first; page cache
@@ -16,9 +17,8 @@ and runs/vm.png. This shows which I/O paths share today.
 """
 import sys
 
-import guestbench
-
-TOP = guestbench.TOP
+from bench import guestbench
+from harness import vm
 
 
 def table(result):
@@ -35,26 +35,26 @@ def main():
                     help="disk image size; it holds the python standard library")
     ap.add_argument("--clones", default="1,4,8", help="values of N")
     args = ap.parse_args()
-    size = guestbench.vm.parse_size(args.size)
+    size = vm.parse_size(args.size)
     guestbench.positive_list(ap, "--clones", args.clones)
     if size < (128 << 20) or size % (1 << 20):
         ap.error("--size must be a whole number of MiB, at least 128M (the image holds "
                  "the python standard library, about 60 MiB)")
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
-        guestbench.vm.build_kernel(kernel)
+        vm.build_kernel(kernel)
 
     result = {"image_bytes": size, "runs": [], "kernel_release": {},
               **guestbench.provenance()}
     for kernel in kernels:
         print(f"== {kernel}", flush=True)
-        got = guestbench.run("vm", kernel, ["--size", str(size), "--clones", args.clones],
+        got = guestbench.run("vmimage", kernel, ["--size", str(size), "--clones", args.clones],
                              disk=str(size * 3 + (1 << 30)), mem="4G",
                              shared_cache="shared_cache_map")
         result["runs"] += [{"kernel": kernel, **r} for r in got["runs"]]
         result["kernel_release"][kernel] = got["kernel_release"]
     print("\ncache growth and disk bytes, cumulative over N clones, in images")
-    return guestbench.finish("vm", result, table(result), args.out, args.plot)
+    return guestbench.finish("vmimage", result, table(result), args.out, args.plot)
 
 
 if __name__ == "__main__":

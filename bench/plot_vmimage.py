@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Plot results/vm.json: page cache growth and disk bytes (in images) after
-N clones, per fio engine, stock against pcshare. usage: plot_vm.py JSON PNG"""
+N clones, per fio engine, stock against pcshare.
+usage: python3 -m bench.plot_vmimage JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 
 def draw(result):
