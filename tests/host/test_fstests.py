@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import fstests
 from harness import uapi
+
+from conftest import load_program
+
+fstests = load_program("scripts/fstests.py")
 
 TOP = Path(__file__).resolve().parents[2]
 USERSPACE = TOP / "userspace"

@@ -10,19 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from harness import fsutil
+
+from conftest import load_program
+
 TOP = Path(__file__).resolve().parents[2]
 SOAK = TOP / "tests/soak.py"
-sys.path.insert(0, str(TOP / "tests"))
-import soak  # noqa: E402
-
-from harness import fsutil  # noqa: E402
+soak = load_program("tests/soak.py")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loop mounts need root")
 
 
 def run_soak(*args):
     # soak.py imports the harness package from the checkout's root.
-    env = {**os.environ, "PYTHONPATH": str(SOAK.parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(TOP)}
     return subprocess.run([sys.executable, str(SOAK), *map(str, args)],
                           capture_output=True, text=True, timeout=300, env=env)
 
