@@ -130,7 +130,7 @@ bench-cp: deps cp
 	$(PYTHON) -m bench.cp $(BENCH_ARGS)
 
 bench-clone-scale: deps $(TOOL)
-	$(PYTHON) bench/clone_scale.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.clone_scale $(BENCH_ARGS)
 
 cp:
 	@scripts/coreutils.sh build

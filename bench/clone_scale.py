@@ -22,7 +22,8 @@ sparse file: the guest's scratch disk is sized for the largest count.
 """
 import math
 
-import guestbench
+from bench import guestbench
+from harness import vm
 
 METRICS = ("clone_seconds", "reader_max_ms", "writer_max_ms")
 READERS = ("buffered", "direct", "mmap")
@@ -85,7 +86,7 @@ def main():
     runs, releases = [], {}
     for kernel in kernels:
         methods = ["ficlone"] + (["ficlonerange2_100ms"]
-                                 if guestbench.vm.has_clone2(kernel) else [])
+                                 if vm.has_clone2(kernel) else [])
         print(f"== {kernel}: {', '.join(methods)} at {args.extents} extents", flush=True)
         got = guestbench.run("clone_scale", kernel,
                              ["--extents", ",".join(map(str, counts)),

@@ -8,14 +8,12 @@ dirty and writeback pages, and of all memory in use, sampled every 100 ms)."""
 import contextlib
 import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/guest"))
-import fsutil  # noqa: E402
-import clone_guest  # noqa: E402  (the fragmented file, fio jobs and one clone run)
+from bench import clone_guest  # the fragmented file, fio jobs and one clone run
+from harness import fsutil
 
 MiB = 1 << 20
 

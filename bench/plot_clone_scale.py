@@ -3,10 +3,10 @@
 of a reader and of the writer, and the slab the clone grew, against the
 extents of the cloned file; one line per kernel and method, dotted out to
 10^8 extents where the results file has a fit.
-usage: plot_clone_scale.py JSON PNG"""
+usage: python3 -m bench.plot_clone_scale JSON PNG"""
 import sys
 
-from plotting import main, plt
+from bench.plotting import main, plt
 
 STYLE = {("stock", "ficlone"): "tab:red", ("pcshare", "ficlone"): "tab:orange",
          ("pcshare", "ficlonerange2_100ms"): "tab:green"}
