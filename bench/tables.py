@@ -289,6 +289,45 @@ def clone():
     return clone_results.markdown(load("clone.json")).split("\n")
 
 
+def duration(seconds):
+    """SECONDS in the unit a reader takes in at a glance."""
+    for unit, size in (("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds * 1000:.0f} ms"
+
+
+def clone_scale(data=None):
+    """bench-clone-scale's tables: per kernel, method and extent count, the
+    clone time, its longest kernel call, the longest wait of any reader and
+    of the writer, and the slab and dirty memory it grew; then each fit and
+    what it predicts for 10^8 extents."""
+    data = data or load("clone-scale.json")
+    labels = {"ficlone": "FICLONE", "ficlonerange2_100ms": "FICLONERANGE2, 100 ms"}
+    lines = [row("kernel", "method", "extents", "clone s", "longest call ms",
+                 "buffered / direct / mmap read max ms", "writer max ms",
+                 "slab / dirty / used MiB"),
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in data["runs"]:
+        lat, mem = r["latency_ms"], r["memory"]
+        lines.append(row(r["kernel"], labels.get(r["method"], r["method"]),
+                         f"{r['extents']:,}", f"{r['clone_seconds']:.2f}",
+                         f"{r['longest_call_ms']:.0f}",
+                         " / ".join(f"{lat[j]['max']:.0f}" for j in ("buffered", "direct", "mmap")),
+                         f"{lat['writer']['max']:.0f}",
+                         f"{mem['slab_mib']:.1f} / {mem['dirty_mib']:.1f} / {mem['used_mib']:.0f}"))
+    names = {"clone_seconds": "clone time", "reader_max_ms": "longest read (any reader)",
+             "writer_max_ms": "longest write"}
+    per_second = {"clone_seconds": 1, "reader_max_ms": 1000, "writer_max_ms": 1000}
+    lines += ["", row("kernel", "method", "metric", "grows as extents^k, k",
+                      "predicted at 10^8 extents"), "|---|---|---|---:|---:|"]
+    for f in data["fits"]:
+        lines.append(row(f["kernel"], labels.get(f["method"], f["method"]),
+                         names[f["metric"]], f"{f['exponent']:.2f}",
+                         duration(f["at_1e8"] / per_second[f["metric"]])))
+    return lines
+
+
 KERNELS = ("stock", "pcshare")
 
 
@@ -378,7 +417,7 @@ TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
           "demo-64clones": lambda: demo("demo-64clones.json"),
-          "cp": lambda: cp_rows(load("cp.json")),
+          "cp": lambda: cp_rows(load("cp.json")), "clone-scale": clone_scale,
           "uring": lambda: sampled("uring.json", ("pattern", "iodepth"),
                                    ("pattern", "queue depth"), "iops", "IOPS"),
           "scaling": lambda: sampled("scaling.json", ("files", "readers"),
