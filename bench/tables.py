@@ -403,6 +403,18 @@ def headline():
                for key in (("stock", "ficlone"), ("pcshare", "ficlonerange2_100ms"))],
               "bench-clone", "clone-without-stalls", "clones")
 
+    data = load("clone-scale.json")
+    most = max(r["extents"] for r in data["runs"])
+    worst = {(r["kernel"], r["method"]): max(j["max"] for j in r["latency_ms"].values())
+             for r in data["runs"] if r["extents"] == most}
+    fits = {(f["kernel"], f["method"]): f["at_1e8"] for f in data["fits"]
+            if f["metric"] == "reader_max_ms"}
+    keys = (("stock", "ficlone"), ("pcshare", "ficlonerange2_100ms"))
+    claim(f"longest wait of any reader or writer during a clone of {most:,} extents, "
+          "and fitted out to 10^8 (stock: FICLONE; pcshare: FICLONERANGE2, 100 ms budget)",
+          [f"{duration(worst[k] / 1000)}; {duration(fits[k] / 1000)}" for k in keys],
+          "bench-clone-scale", "clones-of-104-to-106-extents", "clone scale")
+
     data = load("lockhold.json")
     runs = data["runs"]
     claim(f"one cold {data['size'] >> 30} GiB `pread` (not fixed yet)",
