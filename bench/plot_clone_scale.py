@@ -10,6 +10,7 @@ from bench.plotting import main, plt
 
 STYLE = {("stock", "ficlone"): "tab:red", ("pcshare", "ficlone"): "tab:orange",
          ("pcshare", "ficlonerange2_100ms"): "tab:green"}
+LABELS = {"ficlone": "FICLONE", "ficlonerange2_100ms": "FICLONERANGE2, 100 ms"}
 READERS = ("buffered", "direct", "mmap")
 PANELS = (("clone_seconds", "clone time, s"),
           ("reader_max_ms", "longest read during the clone, ms"),
@@ -18,12 +19,12 @@ PANELS = (("clone_seconds", "clone time, s"),
 
 
 def value(run, name):
+    if name == "slab_mib":
+        return run["memory"]["slab_mib"]
     if name == "clone_seconds":
         return run["clone_seconds"]
     if name == "writer_max_ms":
         return run["latency_ms"]["writer"]["max"]
-    if name == "slab_mib":
-        return max(run["memory"]["slab_mib"], 0.1)
     return max(run["latency_ms"][job]["max"] for job in READERS)
 
 
@@ -37,13 +38,14 @@ def draw(result):
             colour = STYLE.get(key, "tab:blue")
             xs = [r["extents"] for r in runs]
             ax.plot(xs, [value(r, name) for r in runs], "o-", color=colour,
-                    label=" ".join(key))
+                    label=f"{key[0]}, {LABELS.get(key[1], key[1])}")
             for f in result.get("fits", []):
                 if (f["kernel"], f["method"], f["metric"]) == (*key, name):
                     ax.plot([xs[-1], 1e8], [value(runs[-1], name), f["at_1e8"]], ":",
                             color=colour)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        # Slab growth spans one decade: a log axis would show one tick.
+        ax.set_yscale("linear" if name == "slab_mib" else "log")
         ax.set_xlabel("extents in the cloned file")
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
