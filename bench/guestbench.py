@@ -122,6 +122,16 @@ def sampled(name, args, kernels, guest_args, key, value, **run_kw):
             "shared_cache": counters}, lines
 
 
+def in_images_table(result, key):
+    """bench-containers' and bench-vm's table: page cache growth and disk
+    reads per KEY (run fields), in units of the image's size."""
+    image = result["image_bytes"]
+    in_images = [(title, lambda r, f=field: f"{r[f] / image:.2f}x")
+                 for title, field in (("cache", "cache_growth_bytes"),
+                                      ("disk", "disk_read_bytes"))]
+    return side_by_side(result["runs"], key, in_images)
+
+
 def positive_list(ap, option, text):
     """Parse '1,2,4' for OPTION, or exit with a usage error naming it."""
     try:

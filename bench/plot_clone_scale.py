@@ -6,12 +6,12 @@ extents of the cloned file; one line per kernel and method, dotted out to
 usage: python3 -m bench.plot_clone_scale JSON PNG"""
 import sys
 
+from bench.clone_scale import metric
 from bench.plotting import main, plt
 
 STYLE = {("stock", "ficlone"): "tab:red", ("pcshare", "ficlone"): "tab:orange",
          ("pcshare", "ficlonerange2_100ms"): "tab:green"}
 LABELS = {"ficlone": "FICLONE", "ficlonerange2_100ms": "FICLONERANGE2, 100 ms"}
-READERS = ("buffered", "direct", "mmap")
 PANELS = (("clone_seconds", "clone time, s"),
           ("reader_max_ms", "longest read during the clone, ms"),
           ("writer_max_ms", "longest write during the clone, ms"),
@@ -21,11 +21,7 @@ PANELS = (("clone_seconds", "clone time, s"),
 def value(run, name):
     if name == "slab_mib":
         return run["memory"]["slab_mib"]
-    if name == "clone_seconds":
-        return run["clone_seconds"]
-    if name == "writer_max_ms":
-        return run["latency_ms"]["writer"]["max"]
-    return max(run["latency_ms"][job]["max"] for job in READERS)
+    return metric(run, name)
 
 
 def draw(result):

@@ -22,11 +22,7 @@ from harness import vm
 
 
 def table(result):
-    image = result["image_bytes"]
-    in_images = [(title, lambda r, f=field: f"{r[f] / image:.2f}x")
-                 for title, field in (("cache", "cache_growth_bytes"),
-                                      ("disk", "disk_read_bytes"))]
-    return guestbench.side_by_side(result["runs"], ("engine", "access", "clones"), in_images)
+    return guestbench.in_images_table(result, ("engine", "access", "clones"))
 
 
 def main():
