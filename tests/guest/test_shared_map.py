@@ -22,7 +22,7 @@ import pytest
 from harness import fsutil
 from harness.fsutil import MiB, sha256, sha256_file
 
-from test_shared_cache import PAGE, assert_compressed, cold, compressed_sc
+from test_shared_cache import PAGE, _fresh, assert_compressed, cold, compressed_sc
 from test_shared_cache import sc, scm  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.shared_cache
@@ -40,6 +40,14 @@ CONTENT_BATCH = 32
 def sczm(request, scratch_dev, tmp_path):
     """A fresh btrfs mounted with shared_cache_map,compress-force=zstd."""
     for mnt in compressed_sc(request, scratch_dev, tmp_path, "zstd", "shared_cache_map"):
+        yield mnt, scratch_dev
+
+
+@pytest.fixture
+def scmp(scratch_dev, tmp_path):
+    """A fresh btrfs mounted with shared_cache_map_private (implies
+    shared_cache_map)."""
+    for mnt in _fresh("btrfs", scratch_dev, tmp_path, "shared_cache_map_private"):
         yield mnt, scratch_dev
 
 
@@ -139,19 +147,25 @@ def test_snapshots_mapped_share_one_copy_read_from_disk_once(request, mount):
     assert fsutil.disk_read_bytes(dev) - disk1 < MiB
 
 
-def test_files_of_writable_subvolumes_keep_the_stock_path(scm):
-    mnt, dev = scm
+@pytest.mark.parametrize("mount", ["scm", "scmp"])
+def test_files_of_writable_subvolumes_keep_the_stock_path(request, mount):
+    """Mappings of a writable file stay on the file, and a shared one sees
+    writes as on stock; with shared_cache_map_private the private one is
+    bound and keeps the data it was made with (test_shared_map_private)."""
+    mnt, dev = request.getfixturevalue(mount)
+    private_bound = mount == "scmp"
     data = image(mnt, dev, 1, "writable")
     m0 = mapped_stats(dev)
     maps = [Mapped(mnt / "img" / "f"), Mapped(mnt / "img" / "f", private=True)]
     try:
         assert [m.sha() for m in maps] == [sha256(data)] * 2
-        assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"]
+        assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"] + private_bound
         # Still writable, and its shared mapping sees the write as on stock.
         patch = fsutil.pattern(PAGE, "w")
         with open(mnt / "img" / "f", "r+b") as f:
             f.write(patch)
         assert maps[0].map[:PAGE] == patch
+        assert (maps[1].map[:PAGE] == patch) != private_bound
     finally:
         for m in maps:
             m.close()

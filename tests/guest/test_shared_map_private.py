@@ -1,0 +1,224 @@
+"""Private mappings of files in writable subvolumes share one copy and keep
+the data they were made with (pcshare kernel, mount option
+shared_cache_map_private).
+
+Containers run from writable snapshots of an image (Docker's and Podman's
+btrfs drivers); ld.so and exec map their binaries and libraries privately.
+->mmap binds such a mapping, once, to the content inode of the file's
+extent layout, while the file has no writer.  When the file is then opened
+for writing or truncated, write access reflinks it into an orphan first and
+the bound mappings read that copy: they keep the data they were made with
+(POSIX leaves this unspecified; stock shows later writes in pages not yet
+copied), and no byte written afterwards reaches the shared copy, so no
+other file's mapping ever shows it.  Shared mappings stay on the file and
+see writes, as on stock.  Every test compares mapped data with what it must
+be (SHA-256) and checks the shared_cache/mapped_* counters.
+"""
+import os
+import re
+import subprocess
+
+import pytest
+
+from harness import fsutil
+from harness.fsutil import MiB, sha256, sha256_file
+
+from test_shared_cache import PAGE, cold
+from test_shared_map import Hold, Mapped, mapped_stats
+from test_shared_map import scmp  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.shared_cache
+SIZE = 4 * MiB
+
+
+def writable_image(mnt, dev, snapshots, tag, size=SIZE):
+    """Subvolume img with f of SIZE bytes, writable snapshots c0..cN-1 of
+    it (containers), then a cold mount; returns the data."""
+    data = fsutil.pattern(size, tag)
+    fsutil.run("btrfs", "subvolume", "create", str(mnt / "img"))
+    fsutil.write_file(mnt / "img" / "f", data)
+    for i in range(snapshots):
+        fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "img"), str(mnt / f"c{i}"))
+    cold(mnt, dev)
+    return data
+
+
+def overwrite(path, data):
+    """Open PATH for writing (no truncate), write DATA over it, fsync."""
+    with open(path, "r+b") as f:
+        f.write(data)
+        os.fsync(f.fileno())
+
+
+def orphan_items(dev, path):
+    """ORPHAN_ITEMs on disk in the tree of PATH's subvolume (after a sync)."""
+    fsutil.run("sync")
+    root = fsutil.run("btrfs", "inspect-internal", "rootid", str(path)).strip()
+    dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", root, dev)
+    return len(re.findall(r"ORPHAN_ITEM", dump))
+
+
+def test_the_option_is_shown_and_implies_shared_cache_map(scmp):
+    mnt, _ = scmp
+    options = fsutil.mount_options(mnt)
+    assert {"shared_cache", "shared_cache_map", "shared_cache_map_private"} <= set(options)
+    fsutil.run("mount", "-o", "remount,noshared_cache_map_private", str(mnt))
+    options = fsutil.mount_options(mnt)
+    assert "shared_cache_map_private" not in options and "shared_cache_map" in options
+
+
+def test_private_mappings_of_writable_snapshots_share_one_copy(scmp):
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 3, "containers")
+    m0 = mapped_stats(dev)
+    maps = [Mapped(mnt / f"c{i}" / "f", private=True) for i in range(3)]
+    try:
+        assert [m.sha() for m in maps] == [sha256(data)] * 3
+        m1 = mapped_stats(dev)
+        assert m1["mapped_attaches"] == m0["mapped_attaches"] + 3
+        assert m1["mapped_aliases"] == m0["mapped_aliases"] + 1
+        # Read from disk once, for all three.
+        assert m1["mapped_bytes_read"] - m0["mapped_bytes_read"] == SIZE
+        assert m1["mapped_kept"] == m0["mapped_kept"]
+    finally:
+        for m in maps:
+            m.close()
+
+
+def test_a_private_mapping_keeps_its_data_when_the_file_is_written(scmp):
+    """Half the mapping is read before the write, half after (read from the
+    copy); pages dropped after the write are read again from the copy.  The
+    file, a new mapping of it and a shared one show the write; a sibling
+    snapshot's mapping, bound to the same content inode, never does."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 2, "kept")
+    m0 = mapped_stats(dev)
+    m = Mapped(mnt / "c0" / "f", private=True)
+    sibling = Mapped(mnt / "c1" / "f", private=True)
+    try:
+        assert m.sha(0, SIZE // 2) == sha256(data[:SIZE // 2])
+        new = fsutil.pattern(SIZE, "written")
+        overwrite(mnt / "c0" / "f", new)
+        assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+        assert m.sha() == sha256(data)
+        fsutil.run("sync")
+        m.pageout()
+        sibling.pageout()
+        fsutil.drop_caches()
+        assert m.sha() == sha256(data)
+        assert sibling.sha() == sha256(data)
+        assert sha256_file(mnt / "c0" / "f") == sha256(new)
+        fresh = [Mapped(mnt / "c0" / "f", private=True), Mapped(mnt / "c0" / "f")]
+        try:
+            assert [x.sha() for x in fresh] == [sha256(new)] * 2
+        finally:
+            for x in fresh:
+                x.close()
+        # Writing again copies nothing more: the mappings read the copy.
+        overwrite(mnt / "c0" / "f", data)
+        assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+    finally:
+        m.close()
+        sibling.close()
+
+
+def test_truncate_by_path_keeps_a_private_mapping_whole(scmp):
+    """truncate(2) changes the file with write access but no open file: the
+    mapping still reads all its data (stock: SIGBUS past the new size)."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "truncated")
+    m0 = mapped_stats(dev)
+    m = Mapped(mnt / "c0" / "f", private=True)
+    try:
+        assert m.sha(0, PAGE) == sha256(data[:PAGE])
+        os.truncate(mnt / "c0" / "f", 0)
+        fsutil.run("sync")
+        assert m.sha() == sha256(data)
+        assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+        assert os.path.getsize(mnt / "c0" / "f") == 0
+    finally:
+        m.close()
+
+
+def test_a_writer_who_may_not_create_files_there_still_keeps_the_mappings(scmp):
+    """The copy is made with the kernel's credentials: an unprivileged user
+    who may write the file but not its directory writes it, and the mapping
+    keeps its data."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "unprivileged")
+    os.chmod(mnt / "c0" / "f", 0o666)
+    os.chmod(mnt / "c0", 0o755)
+    m0 = mapped_stats(dev)
+    m = Mapped(mnt / "c0" / "f", private=True)
+    try:
+        new = fsutil.pattern(SIZE, "nobody")
+        # O_PATH as root, reopened as nobody: only the file's own mode
+        # is checked, not the test directory's parents (0700).
+        script = ("import os, sys\n"
+                  "path = os.open(sys.argv[1], os.O_PATH)\n"
+                  "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+                  "fd = os.open(f'/proc/self/fd/{path}', os.O_WRONLY)\n"
+                  "os.write(fd, sys.stdin.buffer.read()); os.fsync(fd)\n")
+        subprocess.run(["python3", "-c", script, str(mnt / "c0" / "f")],
+                       input=new, check=True)
+        assert sha256_file(mnt / "c0" / "f") == sha256(new)
+        assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+        assert m.sha() == sha256(data)
+    finally:
+        m.close()
+
+
+def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
+    """The copy no path reaches is an orphan item while mapped (a crash
+    leaves it to the next mount's orphan cleanup) and is deleted when the
+    last mapping goes."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "orphan")
+    assert orphan_items(dev, mnt / "c0") == 0
+    m = Mapped(mnt / "c0" / "f", private=True)
+    try:
+        overwrite(mnt / "c0" / "f", fsutil.pattern(SIZE, "x"))
+        assert orphan_items(dev, mnt / "c0") == 1
+        assert m.sha() == sha256(data)
+    finally:
+        m.close()
+    assert orphan_items(dev, mnt / "c0") == 0
+
+
+# Maps argv[1] privately and prints the SHA-256 of its data.
+PRIVATE_MAP_AND_HASH = ("import hashlib, mmap, sys\n"
+                        "f = open(sys.argv[1], 'rb')\n"
+                        "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)\n"
+                        "print(hashlib.sha256(m[:]).hexdigest(), flush=True)\n")
+
+
+def test_a_fill_that_picked_the_file_before_a_writer_reads_the_copy(scmp):
+    """A fill of a private mapping picks the file to read through, and is
+    held there (map_source).  Meanwhile the file is opened for writing,
+    written over and committed: the writer waits for nothing (the fill is
+    still held when it is done).  Released, the fill reads the file, which
+    now holds the writer's bytes, and must see the switch to the copy and
+    read again from it: the mapping and a sibling's mapping of the same
+    content inode show the image's data, never the writer's."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 2, "picked")
+    hold = Hold(dev, "map_source")
+    child = subprocess.Popen(["python3", "-S", "-c", PRIVATE_MAP_AND_HASH,
+                              str(mnt / "c0" / "f")], stdout=subprocess.PIPE, text=True)
+    secret = fsutil.pattern(SIZE, "secret")
+    try:
+        hold.wait_held(child)
+        overwrite(mnt / "c0" / "f", secret)
+        fsutil.run("sync")
+        hold.assert_held(child)  # the writer did not wait for the fill
+    finally:
+        hold.end()
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and out.strip() == sha256(data)
+    sibling = Mapped(mnt / "c1" / "f", private=True)
+    try:
+        sibling.pageout()
+        assert sibling.sha() == sha256(data)
+    finally:
+        sibling.close()
+    assert sha256_file(mnt / "c0" / "f") == sha256(secret)
