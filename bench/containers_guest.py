@@ -29,7 +29,8 @@ shared cache counters, time):
               of them still run: what N services side by side hold
 and both again over one container of the image and one of the upgraded
 image (steps read_all_upgrade and entrypoint_upgrade); and fork_exit: one
-process maps the first container's interpreter and forks FORKS children
+process maps the first container's interpreter privately (as ld.so maps
+programs and libraries) and forks FORKS children
 that read every page of it and exit, as a pre-forking server does (mmap,
 fork and exit of a mapping, for the locks they take).
 """
@@ -203,9 +204,10 @@ FORKS = 64
 
 
 def fork_exit(roots):
+    # Private, as ld.so maps a program and its libraries.
     path = roots[0] / Path(INTERPRETER).resolve().relative_to("/")
     with open(path, "rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     pids = []
     for _ in range(FORKS):
         pid = os.fork()

@@ -7,6 +7,7 @@ on, not the build that may or may not have produced it:
 - shared_cache: btrfs accepts `-o shared_cache` and shows
   /sys/fs/btrfs/<fsid>/shared_cache/;
 - shared_cache_map: btrfs accepts `-o shared_cache_map`;
+- shared_cache_map_private: btrfs accepts `-o shared_cache_map_private`;
 - clone2: FICLONERANGE2 with an invalid flag fails with EINVAL, not ENOTTY
   (the kernel knows the call).
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from harness.clone2 import has_ficlonerange2
 
-FEATURES = ("shared_cache", "shared_cache_map", "clone2")
+FEATURES = ("shared_cache", "shared_cache_map", "shared_cache_map_private", "clone2")
 PROBE_FS_BYTES = 128 << 20  # mkfs.btrfs's smallest single-device filesystem
 
 
@@ -58,7 +59,8 @@ def probe():
         subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], check=True,
                        capture_output=True)
         for feature, option in (("shared_cache", "shared_cache"),
-                                ("shared_cache_map", "shared_cache_map")):
+                                ("shared_cache_map", "shared_cache_map"),
+                                ("shared_cache_map_private", "shared_cache_map_private")):
             ok, _ = _mount(image, mnt, option)
             if ok:
                 if feature == "shared_cache":
@@ -80,7 +82,8 @@ def missing(feature):
 
 
 # Mount options that need a feature of the series.
-OPTION_FEATURES = {"shared_cache": "shared_cache", "shared_cache_map": "shared_cache_map"}
+OPTION_FEATURES = {"shared_cache": "shared_cache", "shared_cache_map": "shared_cache_map",
+                   "shared_cache_map_private": "shared_cache_map_private"}
 
 
 def usable_options(options):

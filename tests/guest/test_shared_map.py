@@ -195,6 +195,23 @@ def test_a_mapped_subvolume_cannot_become_writable_until_unmapped(scm):
         fresh.close()
 
 
+def assert_not_bound_beside(writer, dev, data, private=False):
+    """A mapping of WRITER's file (holding DATA) made while WRITER is open
+    takes the stock path: not bound, and it sees WRITER's write to a page
+    it has not read."""
+    m0 = mapped_stats(dev)
+    m = Mapped(writer.name, private=private)
+    try:
+        assert m.sha(PAGE) == sha256(data[PAGE:])
+        assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"]
+        patch = fsutil.pattern(PAGE, "late")
+        writer.write(patch)
+        writer.flush()
+        assert m.map[:PAGE] == patch
+    finally:
+        m.close()
+
+
 def test_a_writer_from_before_the_subvolume_became_read_only_is_not_bound(scm):
     """Such a descriptor can still write (btrfs checks read-only at open),
     so the file's mappings take the stock path and see its writes."""
@@ -202,17 +219,7 @@ def test_a_writer_from_before_the_subvolume_became_read_only_is_not_bound(scm):
     data = image(mnt, dev, 0, "oldwriter")
     with open(mnt / "img" / "f", "r+b") as writer:
         assert set_ro(mnt / "img", "true").returncode == 0
-        m0 = mapped_stats(dev)
-        m = Mapped(mnt / "img" / "f")
-        try:
-            assert m.sha() == sha256(data)
-            assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"]
-            patch = fsutil.pattern(PAGE, "late")
-            writer.write(patch)
-            writer.flush()
-            assert m.map[:PAGE] == patch
-        finally:
-            m.close()
+        assert_not_bound_beside(writer, dev, data)
 
 
 def test_changes_to_the_origin_never_reach_a_bound_mapping(scm):

@@ -14,9 +14,12 @@ other file's mapping ever shows it.  Shared mappings stay on the file and
 see writes, as on stock.  Every test compares mapped data with what it must
 be (SHA-256) and checks the shared_cache/mapped_* counters.
 """
+import mmap
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -24,7 +27,7 @@ from harness import fsutil
 from harness.fsutil import MiB, sha256, sha256_file
 
 from test_shared_cache import PAGE, cold
-from test_shared_map import Hold, Mapped, mapped_stats
+from test_shared_map import Hold, Mapped, assert_not_bound_beside, mapped_stats
 from test_shared_map import scmp  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.shared_cache
@@ -50,12 +53,20 @@ def overwrite(path, data):
         os.fsync(f.fileno())
 
 
-def orphan_items(dev, path):
-    """ORPHAN_ITEMs on disk in the tree of PATH's subvolume (after a sync)."""
-    fsutil.run("sync")
+def orphan_items(dev, path, want=None, timeout=30):
+    """ORPHAN_ITEMs on disk in the tree of PATH's subvolume, after a sync;
+    with WANT, syncs again until there are that many or TIMEOUT passes
+    (the copy is deleted by btrfs's cleaner thread, after the last
+    mapping)."""
     root = fsutil.run("btrfs", "inspect-internal", "rootid", str(path)).strip()
-    dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", root, dev)
-    return len(re.findall(r"ORPHAN_ITEM", dump))
+    deadline = time.monotonic() + timeout
+    while True:
+        fsutil.run("sync")
+        dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", root, dev)
+        found = len(re.findall(r"ORPHAN_ITEM", dump))
+        if want is None or found == want or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def test_the_option_is_shown_and_implies_shared_cache_map(scmp):
@@ -141,9 +152,9 @@ def test_truncate_by_path_keeps_a_private_mapping_whole(scmp):
 
 
 def test_a_writer_who_may_not_create_files_there_still_keeps_the_mappings(scmp):
-    """The copy is made with the kernel's credentials: an unprivileged user
-    who may write the file but not its directory writes it, and the mapping
-    keeps its data."""
+    """The copy is an internal file that no directory holds: an
+    unprivileged user who may write the file but not its directory writes
+    it, and the mapping keeps its data."""
     mnt, dev = scmp
     data = writable_image(mnt, dev, 1, "unprivileged")
     os.chmod(mnt / "c0" / "f", 0o666)
@@ -170,8 +181,8 @@ def test_a_writer_who_may_not_create_files_there_still_keeps_the_mappings(scmp):
 
 def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
     """The copy no path reaches is an orphan item while mapped (a crash
-    leaves it to the next mount's orphan cleanup) and is deleted when the
-    last mapping goes."""
+    leaves it to orphan cleanup) and is deleted after the last mapping
+    goes."""
     mnt, dev = scmp
     data = writable_image(mnt, dev, 1, "orphan")
     assert orphan_items(dev, mnt / "c0") == 0
@@ -182,7 +193,7 @@ def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
         assert m.sha() == sha256(data)
     finally:
         m.close()
-    assert orphan_items(dev, mnt / "c0") == 0
+    assert orphan_items(dev, mnt / "c0", want=0) == 0
 
 
 # Maps argv[1] privately and prints the SHA-256 of its data.
@@ -190,6 +201,25 @@ PRIVATE_MAP_AND_HASH = ("import hashlib, mmap, sys\n"
                         "f = open(sys.argv[1], 'rb')\n"
                         "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)\n"
                         "print(hashlib.sha256(m[:]).hexdigest(), flush=True)\n")
+
+
+def map_while_written(dev, path, point, data):
+    """A child maps PATH privately and hashes it, held at POINT; meanwhile
+    PATH is written over with DATA and committed, and the child must still
+    be held afterwards (the writer waited for nothing it does).  Returns
+    the child and its output."""
+    hold = Hold(dev, point)
+    child = subprocess.Popen(["python3", "-S", "-c", PRIVATE_MAP_AND_HASH, str(path)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        hold.wait_held(child)
+        overwrite(path, data)
+        fsutil.run("sync")
+        hold.assert_held(child)
+    finally:
+        hold.end()
+    out, _ = child.communicate(timeout=120)
+    return child, out
 
 
 def test_a_fill_that_picked_the_file_before_a_writer_reads_the_copy(scmp):
@@ -202,18 +232,8 @@ def test_a_fill_that_picked_the_file_before_a_writer_reads_the_copy(scmp):
     content inode show the image's data, never the writer's."""
     mnt, dev = scmp
     data = writable_image(mnt, dev, 2, "picked")
-    hold = Hold(dev, "map_source")
-    child = subprocess.Popen(["python3", "-S", "-c", PRIVATE_MAP_AND_HASH,
-                              str(mnt / "c0" / "f")], stdout=subprocess.PIPE, text=True)
     secret = fsutil.pattern(SIZE, "secret")
-    try:
-        hold.wait_held(child)
-        overwrite(mnt / "c0" / "f", secret)
-        fsutil.run("sync")
-        hold.assert_held(child)  # the writer did not wait for the fill
-    finally:
-        hold.end()
-    out, _ = child.communicate(timeout=120)
+    child, out = map_while_written(dev, mnt / "c0" / "f", "map_source", secret)
     assert child.returncode == 0 and out.strip() == sha256(data)
     sibling = Mapped(mnt / "c1" / "f", private=True)
     try:
@@ -222,3 +242,109 @@ def test_a_fill_that_picked_the_file_before_a_writer_reads_the_copy(scmp):
     finally:
         sibling.close()
     assert sha256_file(mnt / "c0" / "f") == sha256(secret)
+
+
+def test_a_file_open_for_writing_is_not_bound(scmp):
+    """A writer exists: the private mapping takes the stock path (it would
+    otherwise read a file that can change under it) and sees a write to
+    pages it has not read, as on stock."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "writer-first")
+    m0 = mapped_stats(dev)
+    with open(mnt / "c0" / "f", "r+b") as writer:
+        assert_not_bound_beside(writer, dev, data, private=True)
+    assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"]
+
+
+def test_opening_for_writing_waits_for_no_one(scmp):
+    """The copy is made by the first operation that changes the file, under
+    the i_rwsem that operation takes on stock, not at open(): a writer is
+    held there (keep_copy) holding the file's i_rwsem, and meanwhile
+    another process opens the file for writing at once, as on stock, where
+    open() never waits for a reader (a reader can hold i_rwsem for as long
+    as it likes, e.g. in FIEMAP faulting on its own buffer)."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "open-waits")
+    m = Mapped(mnt / "c0" / "f", private=True)
+    new = fsutil.pattern(SIZE, "held-writer")
+    hold = Hold(dev, "keep_copy")
+    writer = subprocess.Popen(["python3", "-c",
+                               "import os, sys\n"
+                               "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+                               "os.write(fd, sys.stdin.buffer.read()); os.fsync(fd)\n",
+                               str(mnt / "c0" / "f")], stdin=subprocess.PIPE)
+    try:
+        writer.stdin.write(new)
+        writer.stdin.close()
+        hold.wait_held(writer)
+        for flags in (os.O_WRONLY, os.O_RDWR | os.O_APPEND):
+            os.close(os.open(mnt / "c0" / "f", flags))
+        hold.assert_held(writer)  # the opens did not wait for it
+    finally:
+        hold.end()
+    assert writer.wait(timeout=120) == 0
+    try:
+        assert m.sha() == sha256(data)
+        assert sha256_file(mnt / "c0" / "f") == sha256(new)
+    finally:
+        m.close()
+
+
+def test_a_binding_made_while_the_file_is_written_is_dropped(scmp):
+    """A mapping gets the file's source (no writer yet) and is held there
+    (map_bind); a writer then switches the source to a copy, writes and
+    commits, so the key the mapping builds next names the written data,
+    which the copy does not hold.  The mapping must not bind (stock path)
+    and shows the written data, as a mapping made after a write does."""
+    mnt, dev = scmp
+    writable_image(mnt, dev, 1, "bind-race")
+    m0 = mapped_stats(dev)
+    new = fsutil.pattern(SIZE, "raced")
+    child, out = map_while_written(dev, mnt / "c0" / "f", "map_bind", new)
+    assert child.returncode == 0 and out.strip() == sha256(new)
+    m1 = mapped_stats(dev)
+    assert m1["mapped_attaches"] == m0["mapped_attaches"]
+    assert m1["mapped_kept"] == m0["mapped_kept"] + 1
+
+
+# Maps argv[1] privately, reads its first half, says so, waits for a line
+# on stdin, then reads the rest and prints the SHA-256 of the first half.
+PRIVATE_MAP_IN_TWO = ("import hashlib, mmap, sys\n"
+                      "f = open(sys.argv[1], 'rb')\n"
+                      "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)\n"
+                      "half = len(m) // 2\n"
+                      "h = hashlib.sha256(m[:half]).hexdigest()\n"
+                      "print('read', flush=True)\n"
+                      "sys.stdin.readline()\n"
+                      "assert hashlib.sha256(m[:half]).hexdigest() == h\n"
+                      "print(h, flush=True)\n"
+                      "m[half:]\n")
+
+
+def test_a_writable_shared_mapping_drops_what_private_ones_have_not_read(scmp):
+    """A writable shared mapping writes the file at writeback, with no
+    system call in which to copy it first (its mmap() holds mmap_lock,
+    which i_rwsem nests outside of).  So it drops the source of the private
+    mappings bound before: what they read stays, what they have not read
+    faults with SIGBUS, as after a truncate on stock.  They never see the
+    new data."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "writable-shared")
+    child = subprocess.Popen(["python3", "-S", "-c", PRIVATE_MAP_IN_TWO,
+                              str(mnt / "c0" / "f")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "read\n"
+        with open(mnt / "c0" / "f", "r+b") as f:
+            shared = mmap.mmap(f.fileno(), 0)
+            shared[:SIZE] = fsutil.pattern(SIZE, "through-shared")
+            shared.flush()
+            shared.close()
+        fsutil.run("sync")
+        fsutil.drop_caches()
+        out, _ = child.communicate("go\n", timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert out.strip() == sha256(data[:SIZE // 2])
+    assert child.returncode == -signal.SIGBUS

@@ -827,7 +827,7 @@ def test_progress_bar_fits_and_clears(fs, cols):
 def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
     """A kernel with the cache, as far as the tool can see: its counters, as
     given, in a stand-in sysfs, and MAPPED (aliases, pages, attaches,
-    bytes read) if given. Returns the environment that points there."""
+    bytes read[, kept]) if given. Returns the environment that points there."""
     if fs.name != "btrfs":
         pytest.skip("the shared extent cache is btrfs's")
     fsid = fsutil.run("blkid", "-s", "UUID", "-o", "value", str(tmp_path / "btrfs.img")).strip()
@@ -837,7 +837,7 @@ def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
                             "bytes_served", "invalidations"], values):
         (counters / name).write_text(f"{value}\n")
     for name, value in zip(["mapped_aliases", "mapped_pages", "mapped_attaches",
-                            "mapped_bytes_read"], mapped or ()):
+                            "mapped_bytes_read", "mapped_kept"], mapped or ()):
         (counters / name).write_text(f"{value}\n")
     return dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"))
 
@@ -847,10 +847,15 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert {k: v for k, v in stats.items() if k.startswith("mapped_")} == {
         "mapped_aliases": 2, "mapped_pages": 2048, "mapped_bytes": 2048 * os.sysconf("SC_PAGESIZE"),
-        "mapped_attaches": 5, "mapped_bytes_read": 3 << 20}
+        "mapped_attaches": 5, "mapped_bytes_read": 3 << 20, "mapped_kept": None}
     text = tool("stat", fs, env=env).stdout
-    assert "mappings       8.0 MiB in 2 shared copies of read-only files; 5 mappings bound, " \
+    assert "mappings       8.0 MiB in 2 shared copies of mapped files; 5 mappings bound, " \
            "3.0 MiB read from disk" in text
+    assert "kept" not in text
+    # btrfs/0031 adds mapped_kept.
+    (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / "mapped_kept").write_text("3\n")
+    assert json.loads(tool("stat", "--json", fs, env=env).stdout)["mapped_kept"] == 3
+    assert "kept           3 files copied before a write" in tool("stat", fs, env=env).stdout
 
 
 def test_stat_says_whether_mappings_are_shared(fs, tmp_path):
@@ -863,15 +868,22 @@ def test_stat_says_whether_mappings_are_shared(fs, tmp_path):
     (tmp_path / "mountinfo").write_text("\n".join(lines) + "\n")
     env["PCSHARE_MOUNTINFO"] = str(tmp_path / "mountinfo")
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
-    assert (stats["enabled"], stats["map_enabled"]) == (True, True)
+    assert (stats["enabled"], stats["map_enabled"], stats["map_private_enabled"]) == \
+        (True, True, False)
     assert "map sharing    on (shared_cache_map)" in tool("stat", fs, env=env).stdout
+    (tmp_path / "mountinfo").write_text("\n".join(lines).replace(
+        ",shared_cache_map", ",shared_cache_map,shared_cache_map_private") + "\n")
+    stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
+    assert (stats["map_enabled"], stats["map_private_enabled"]) == (True, True)
+    assert "map sharing    on, private maps of writable files too (shared_cache_map_private)" \
+        in tool("stat", fs, env=env).stdout
 
 
 def test_stat_without_mapped_counters_says_null(fs, tmp_path):
     env = fake_counters(fs, tmp_path)
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert [stats[k] for k in ("mapped_aliases", "mapped_pages", "mapped_bytes",
-                               "mapped_attaches", "mapped_bytes_read")] == [None] * 5
+                               "mapped_attaches", "mapped_bytes_read", "mapped_kept")] == [None] * 6
     assert "mappings" not in tool("stat", fs, env=env).stdout
 
 

@@ -61,6 +61,7 @@ static bool has_option(const char *opts, const char *name)
 }
 
 #define MAPPINGS_SHARED	2	/* cache_enabled(): shared_cache_map too */
+#define PRIVATE_SHARED	4	/* and shared_cache_map_private */
 
 /*
  * Is shared_cache among the options of the mount fd is on? Found by mount
@@ -98,6 +99,8 @@ static int cache_enabled(int fd, char *mnt, size_t len)
 		on = has_option(field[5], "shared_cache") || (tok && has_option(tok, "shared_cache"));
 		if (on && tok && has_option(tok, "shared_cache_map"))
 			on |= MAPPINGS_SHARED;
+		if (on && tok && has_option(tok, "shared_cache_map_private"))
+			on |= MAPPINGS_SHARED | PRIVATE_SHARED;
 	}
 	free(line);
 	fclose(f);
@@ -115,11 +118,13 @@ static int run_stat(int argc, char **argv, const char **path)
 				       "bytes_served", "invalidations",
 				       /* Since btrfs/0020; absent from older kernels. */
 				       "mapped_aliases", "mapped_pages", "mapped_attaches",
-				       "mapped_bytes_read" };
+				       "mapped_bytes_read",
+				       /* Since btrfs/0031. */
+				       "mapped_kept" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
-	uint64_t v[10], saved, lookups;
-	bool mapped = true;
+	uint64_t v[11], saved, lookups;
+	bool mapped = true, kept = true;
 	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
 	char uuid[37], h1[32], h2[32], h3[32], h4[32];
 	struct statfs sfs;
@@ -164,11 +169,15 @@ static int run_stat(int argc, char **argv, const char **path)
 			*p++ = '-';
 	}
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
-	for (i = 0; i < 10; i++) {
+	for (i = 0; i < 11; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
 		e = read_counter(file, text, sizeof(text), &v[i]);
+		if (e == ENOENT && i >= 10) {
+			kept = false;
+			continue;
+		}
 		if (e == ENOENT && i >= 6) {
-			mapped = false;
+			mapped = kept = false;
 			continue;
 		}
 		if (e == ENOENT) {
@@ -206,17 +215,22 @@ static int run_stat(int argc, char **argv, const char **path)
 		printf(", \"bytes_filled\": %" PRIu64 ", \"bytes_served\": %" PRIu64
 		       ", \"bytes_saved\": %" PRIu64 ", \"invalidations\": %" PRIu64,
 		       v[3], v[4], saved, v[5]);
-		printf(", \"map_enabled\": %s",
-		       on < 0 ? "null" : on & MAPPINGS_SHARED ? "true" : "false");
+		printf(", \"map_enabled\": %s, \"map_private_enabled\": %s",
+		       on < 0 ? "null" : on & MAPPINGS_SHARED ? "true" : "false",
+		       on < 0 ? "null" : on & PRIVATE_SHARED ? "true" : "false");
 		if (mapped)
 			printf(", \"mapped_aliases\": %" PRIu64 ", \"mapped_pages\": %" PRIu64
 			       ", \"mapped_bytes\": %" PRIu64 ", \"mapped_attaches\": %" PRIu64
-			       ", \"mapped_bytes_read\": %" PRIu64 "}\n", v[6], v[7],
+			       ", \"mapped_bytes_read\": %" PRIu64, v[6], v[7],
 			       v[7] * (uint64_t)getpagesize(), v[8], v[9]);
 		else
 			fputs(", \"mapped_aliases\": null, \"mapped_pages\": null"
 			      ", \"mapped_bytes\": null, \"mapped_attaches\": null"
-			      ", \"mapped_bytes_read\": null}\n", stdout);
+			      ", \"mapped_bytes_read\": null", stdout);
+		if (kept)
+			printf(", \"mapped_kept\": %" PRIu64 "}\n", v[10]);
+		else
+			fputs(", \"mapped_kept\": null}\n", stdout);
 		return EXIT_OK;
 	}
 	printf("%s (btrfs %s): shared extent cache %s\n", mnt[0] ? mnt : *path, uuid,
@@ -235,13 +249,19 @@ static int run_stat(int argc, char **argv, const char **path)
 	       human(saved, h4, sizeof(h4)));
 	printf("  invalidations  %" PRIu64 "\n", v[5]);
 	if (mapped && on > 0)
-		printf("  map sharing    %s\n", on & MAPPINGS_SHARED ? "on (shared_cache_map)" :
+		printf("  map sharing    %s\n",
+		       on & PRIVATE_SHARED ? "on, private maps of writable files too "
+		       "(shared_cache_map_private)" :
+		       on & MAPPINGS_SHARED ? "on (shared_cache_map)" :
 		       "off (mount -o remount,shared_cache_map turns it on)");
 	if (mapped)
-		printf("  mappings       %s in %" PRIu64 " shared cop%s of read-only files;"
+		printf("  mappings       %s in %" PRIu64 " shared cop%s of mapped files;"
 		       " %" PRIu64 " mappings bound, %s read from disk\n",
 		       human(v[7] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[6],
 		       v[6] == 1 ? "y" : "ies", v[8], human(v[9], h2, sizeof(h2)));
+	if (kept)
+		printf("  kept           %" PRIu64 " file%s copied before a write, for the private"
+		       " maps made before it\n", v[10], v[10] == 1 ? "" : "s");
 	return EXIT_OK;
 }
 
