@@ -5,9 +5,10 @@ shared_cache_map_private).
 Containers run from writable snapshots of an image (Docker's and Podman's
 btrfs drivers); ld.so and exec map their binaries and libraries privately.
 ->mmap binds such a mapping, once, to the content inode of the file's
-extent layout, while the file has no writer.  When the file is then opened
-for writing or truncated, write access reflinks it into an orphan first and
-the bound mappings read that copy: they keep the data they were made with
+extent layout, while the file has no writer and only for its owner.  The
+first operation that then changes the file (a write, fallocate, a clone into
+it, a shrinking truncate) reflinks it into an internal orphan first and the
+bound mappings read that copy: they keep the data they were made with
 (POSIX leaves this unspecified; stock shows later writes in pages not yet
 copied), and no byte written afterwards reaches the shared copy, so no
 other file's mapping ever shows it.  Shared mappings stay on the file and
@@ -265,25 +266,25 @@ def test_opening_for_writing_waits_for_no_one(scmp):
     as it likes, e.g. in FIEMAP faulting on its own buffer)."""
     mnt, dev = scmp
     data = writable_image(mnt, dev, 1, "open-waits")
+    hold = Hold(dev, "keep_copy")  # skips on a kernel without holds
     m = Mapped(mnt / "c0" / "f", private=True)
     new = fsutil.pattern(SIZE, "held-writer")
-    hold = Hold(dev, "keep_copy")
-    writer = subprocess.Popen(["python3", "-c",
-                               "import os, sys\n"
-                               "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
-                               "os.write(fd, sys.stdin.buffer.read()); os.fsync(fd)\n",
-                               str(mnt / "c0" / "f")], stdin=subprocess.PIPE)
     try:
-        writer.stdin.write(new)
-        writer.stdin.close()
-        hold.wait_held(writer)
-        for flags in (os.O_WRONLY, os.O_RDWR | os.O_APPEND):
-            os.close(os.open(mnt / "c0" / "f", flags))
-        hold.assert_held(writer)  # the opens did not wait for it
-    finally:
-        hold.end()
-    assert writer.wait(timeout=120) == 0
-    try:
+        writer = subprocess.Popen(["python3", "-c",
+                                   "import os, sys\n"
+                                   "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+                                   "os.write(fd, sys.stdin.buffer.read()); os.fsync(fd)\n",
+                                   str(mnt / "c0" / "f")], stdin=subprocess.PIPE)
+        try:
+            writer.stdin.write(new)
+            writer.stdin.close()
+            hold.wait_held(writer)
+            for flags in (os.O_WRONLY, os.O_RDWR | os.O_APPEND):
+                os.close(os.open(mnt / "c0" / "f", flags))
+            hold.assert_held(writer)  # the opens did not wait for it
+        finally:
+            hold.end()
+        assert writer.wait(timeout=120) == 0
         assert m.sha() == sha256(data)
         assert sha256_file(mnt / "c0" / "f") == sha256(new)
     finally:
@@ -308,7 +309,8 @@ def test_a_binding_made_while_the_file_is_written_is_dropped(scmp):
 
 
 # Maps argv[1] privately, reads its first half, says so, waits for a line
-# on stdin, then reads the rest and prints the SHA-256 of the first half.
+# on stdin, then prints the SHA-256 of the first half, reads the rest and
+# prints the SHA-256 of all of it.
 PRIVATE_MAP_IN_TWO = ("import hashlib, mmap, sys\n"
                       "f = open(sys.argv[1], 'rb')\n"
                       "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)\n"
@@ -318,33 +320,155 @@ PRIVATE_MAP_IN_TWO = ("import hashlib, mmap, sys\n"
                       "sys.stdin.readline()\n"
                       "assert hashlib.sha256(m[:half]).hexdigest() == h\n"
                       "print(h, flush=True)\n"
-                      "m[half:]\n")
+                      "print(hashlib.sha256(m[:]).hexdigest(), flush=True)\n")
 
 
-def test_a_writable_shared_mapping_drops_what_private_ones_have_not_read(scmp):
-    """A writable shared mapping writes the file at writeback, with no
-    system call in which to copy it first (its mmap() holds mmap_lock,
-    which i_rwsem nests outside of).  So it drops the source of the private
-    mappings bound before: what they read stays, what they have not read
-    faults with SIGBUS, as after a truncate on stock.  They never see the
-    new data."""
-    mnt, dev = scmp
-    data = writable_image(mnt, dev, 1, "writable-shared")
-    child = subprocess.Popen(["python3", "-S", "-c", PRIVATE_MAP_IN_TWO,
-                              str(mnt / "c0" / "f")], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+def private_map_across(path, change):
+    """A child maps PATH privately and reads half of it; CHANGE() runs; the
+    child reads the rest.  Returns its output lines and exit status."""
+    child = subprocess.Popen(["python3", "-S", "-c", PRIVATE_MAP_IN_TWO, str(path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline() == "read\n"
-        with open(mnt / "c0" / "f", "r+b") as f:
-            shared = mmap.mmap(f.fileno(), 0)
-            shared[:SIZE] = fsutil.pattern(SIZE, "through-shared")
-            shared.flush()
-            shared.close()
+        change()
         fsutil.run("sync")
         fsutil.drop_caches()
         out, _ = child.communicate("go\n", timeout=120)
     finally:
         if child.poll() is None:
             child.kill()
-    assert out.strip() == sha256(data[:SIZE // 2])
-    assert child.returncode == -signal.SIGBUS
+    return out.split(), child.returncode
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["read-only", "store"])
+def test_a_store_through_a_shared_mapping_drops_what_private_ones_have_not_read(scmp, store):
+    """A store through a shared mapping writes the file at writeback, with
+    no system call in which to copy it first (->page_mkwrite holds
+    mmap_lock, which i_rwsem nests outside of).  So the first store drops
+    the source of the private mappings bound before: what they read stays,
+    what they have not read faults with SIGBUS, as after a truncate on
+    stock; they never see the new data.  A shared mapping of a writable
+    descriptor that only reads (SQLite, LMDB) drops nothing."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "shared-store")
+
+    def map_shared():
+        with open(mnt / "c0" / "f", "r+b") as f:
+            shared = mmap.mmap(f.fileno(), 0)
+            if store:
+                shared[:SIZE] = fsutil.pattern(SIZE, "through-shared")
+            else:
+                assert sha256(shared[:]) == sha256(data)
+            shared.flush()
+            shared.close()
+    out, status = private_map_across(mnt / "c0" / "f", map_shared)
+    if store:
+        assert out == [sha256(data[:SIZE // 2])] and status == -signal.SIGBUS
+    else:
+        assert out == [sha256(data[:SIZE // 2]), sha256(data)] and status == 0
+
+
+def keep_cases(path):
+    """Operations that change PATH's data, each as a function of an open
+    O_RDWR descriptor (every one must copy the file for its mappings)."""
+    new = fsutil.pattern(SIZE, "changed")
+    donor = path.with_name("donor")
+    fsutil.write_file(donor, new)
+
+    def direct_write(fd):
+        buf = mmap.mmap(-1, SIZE)  # page-aligned for O_DIRECT
+        buf[:] = new
+        dfd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+        try:
+            assert os.pwritev(dfd, [buf], 0) == SIZE
+        finally:
+            os.close(dfd)
+
+    def clone_into(fd):
+        with open(donor, "rb") as src:
+            fsutil.ficlone(src.fileno(), fd)
+
+    def copy_range_into(fd):
+        with open(donor, "rb") as src:
+            assert os.copy_file_range(src.fileno(), fd, SIZE, 0, 0) == SIZE
+
+    return {
+        "write": lambda fd: os.pwrite(fd, new, 0),
+        "direct-write": direct_write,
+        "punch-hole": lambda fd: fsutil.fallocate(
+            fd, fsutil.FALLOC_FL_PUNCH_HOLE | fsutil.FALLOC_FL_KEEP_SIZE, 0, SIZE // 2),
+        "ficlone": clone_into,
+        "copy-file-range": copy_range_into,
+        "ftruncate": lambda fd: os.ftruncate(fd, PAGE),
+    }
+
+
+@pytest.mark.parametrize("op", ["write", "direct-write", "punch-hole", "ficlone",
+                                "copy-file-range", "ftruncate"])
+def test_every_change_to_the_file_keeps_the_mappings_data(scmp, op):
+    """Each way to change a file's data copies it first: the private
+    mapping, half read before, reads all of the image's data after."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, f"change-{op}")
+    path = mnt / "c0" / "f"
+    change = keep_cases(path)[op]
+    m0 = mapped_stats(dev)
+
+    def apply():
+        fd = os.open(path, os.O_RDWR)
+        try:
+            change(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    out, status = private_map_across(path, apply)
+    assert status == 0 and out == [sha256(data[:SIZE // 2]), sha256(data)]
+    assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+    assert sha256_file(path) != sha256(data)
+
+
+def test_a_nowait_write_copies_nothing_and_says_eagain(scmp):
+    """An RWF_NOWAIT write may not wait for the copy: EAGAIN, nothing
+    copied or written; the blocking retry copies."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "nowait")
+    path = mnt / "c0" / "f"
+    m0 = mapped_stats(dev)
+    m = Mapped(path, private=True)
+    try:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                os.pwritev(fd, [b"x" * PAGE], 0, os.RWF_NOWAIT)
+            assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"]
+            assert os.pwrite(fd, b"x" * PAGE, 0) == PAGE
+        finally:
+            os.close(fd)
+        assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+        assert m.sha() == sha256(data)
+    finally:
+        m.close()
+
+
+def test_only_the_owner_binds(scmp):
+    """A binding may cost the file's writers a copy and keeps its space: a
+    user who may only read the file maps it on the stock path."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "owner")
+    os.chmod(mnt / "c0" / "f", 0o644)
+    m0 = mapped_stats(dev)
+    script = ("import hashlib, mmap, os, sys\n"
+              "f = open(sys.argv[1], 'rb')\n"
+              "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+              "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)\n"
+              "print(hashlib.sha256(m[:]).hexdigest(), flush=True)\n")
+    out = subprocess.run(["python3", "-S", "-c", script, str(mnt / "c0" / "f")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == sha256(data)
+    assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"]
+    m = Mapped(mnt / "c0" / "f", private=True)
+    try:
+        assert m.sha() == sha256(data)
+        assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"] + 1
+    finally:
+        m.close()
