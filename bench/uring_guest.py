@@ -34,8 +34,7 @@ def main():
                 for depth in depths:
                     fsutil.drop_caches()
                     env = dict(os.environ, FILE=str(mnt / "file"), RW=pattern,
-                               IODEPTH=str(depth), RUNTIME=str(args.runtime),
-                               TIME_BASED=str(int(pattern == "randread")))
+                               IODEPTH=str(depth), RUNTIME=str(args.runtime))
                     fsutil.bench_sample(meter, samples, {"pattern": pattern, "iodepth": depth},
                                         "iops", "IOPS",
                                         lambda: fsutil.run_fio(JOB, env)[0]["read"]["iops"])
