@@ -852,7 +852,7 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     assert "mappings       8.0 MiB in 2 shared copies of mapped files; 5 mappings bound, " \
            "3.0 MiB read from disk" in text
     assert "kept" not in text
-    # btrfs/0031 adds mapped_kept.
+    # btrfs/0032 adds mapped_kept.
     (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / "mapped_kept").write_text("3\n")
     assert json.loads(tool("stat", "--json", fs, env=env).stdout)["mapped_kept"] == 3
     assert "kept           3 files copied before a write" in tool("stat", fs, env=env).stdout

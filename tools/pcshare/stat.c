@@ -119,7 +119,7 @@ static int run_stat(int argc, char **argv, const char **path)
 				       /* Since btrfs/0020; absent from older kernels. */
 				       "mapped_aliases", "mapped_pages", "mapped_attaches",
 				       "mapped_bytes_read",
-				       /* Since btrfs/0031. */
+				       /* Since btrfs/0032. */
 				       "mapped_kept" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
