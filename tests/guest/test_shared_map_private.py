@@ -15,12 +15,15 @@ other file's mapping ever shows it.  Shared mappings stay on the file and
 see writes, as on stock.  Every test compares mapped data with what it must
 be (SHA-256) and checks the shared_cache/mapped_* counters.
 """
+import errno
 import mmap
 import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -195,6 +198,50 @@ def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
     finally:
         m.close()
     assert orphan_items(dev, mnt / "c0", want=0) == 0
+
+
+def test_a_crash_leaves_the_copy_to_orphan_cleanup():
+    """The copy kept for a private mapping is an orphan on disk: a crash
+    while it is mapped (here the image of the filesystem taken frozen, as
+    a power cut after the last commit leaves it) leaves it to orphan
+    cleanup, which deletes it at the next mount when the subvolume is
+    first looked up.  No inode leaks and btrfs check finds nothing wrong.
+    A loop file on tmpfs, so the image costs no disk copy."""
+    data, new = fsutil.pattern(SIZE, "crash"), fsutil.pattern(SIZE, "after")
+    with tempfile.TemporaryDirectory(dir="/run") as tmp:
+        image, crashed = Path(tmp) / "fs.img", Path(tmp) / "crashed.img"
+        with open(image, "wb") as f:
+            f.truncate(1 << 30)
+        fsutil.mkfs("btrfs", str(image))
+        with fsutil.mounted(str(image), Path(tmp) / "mnt",
+                            "loop,shared_cache_map_private") as mnt:
+            fsutil.run("btrfs", "subvolume", "create", str(mnt / "img"))
+            fsutil.write_file(mnt / "img" / "f", data)
+            fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "img"), str(mnt / "c0"))
+            root = fsutil.run("btrfs", "inspect-internal", "rootid", str(mnt / "c0")).strip()
+            m = Mapped(mnt / "c0" / "f", private=True)
+            try:
+                assert m.sha(0, SIZE // 2) == sha256(data[:SIZE // 2])
+                overwrite(mnt / "c0" / "f", new)
+                fsutil.run("fsfreeze", "-f", str(mnt))
+                try:
+                    fsutil.run("cp", "--sparse=always", str(image), str(crashed))
+                finally:
+                    fsutil.run("fsfreeze", "-u", str(mnt))
+                assert m.sha() == sha256(data)
+            finally:
+                m.close()
+        dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", root, str(crashed))
+        orphans = re.findall(r"key \((?:ORPHAN|18446744073709551611) ORPHAN_ITEM (\d+)\)", dump)
+        assert len(orphans) == 1, dump
+        copy_inode = f"key ({orphans[0]} INODE_ITEM 0)"
+        assert copy_inode in dump
+        with fsutil.mounted(str(crashed), Path(tmp) / "after", "loop") as mnt:
+            assert sha256_file(mnt / "c0" / "f") == sha256(new)
+            assert sha256_file(mnt / "img" / "f") == sha256(data)
+        dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", root, str(crashed))
+        assert "ORPHAN_ITEM" not in dump and copy_inode not in dump
+        fsutil.run("btrfs", "check", "--readonly", str(crashed))
 
 
 # Maps argv[1] privately and prints the SHA-256 of its data.
@@ -448,6 +495,93 @@ def test_a_nowait_write_copies_nothing_and_says_eagain(scmp):
         assert m.sha() == sha256(data)
     finally:
         m.close()
+
+
+class FailCopy:
+    """Every copy that keeps the data of a file's private mappings fails
+    with ERRNO until end(): /sys/fs/btrfs/<fsid>/debug/shared_map_copy_error
+    (CONFIG_BTRFS_DEBUG, the debug kernel; btrfs/0034)."""
+
+    @staticmethod
+    def knob(dev):
+        path = fsutil.btrfs_sysfs_dir(dev) / "debug" / "shared_map_copy_error"
+        if not path.exists():
+            pytest.skip("shared_map_copy_error needs CONFIG_BTRFS_DEBUG (the debug kernel)")
+        return path
+
+    def __init__(self, dev, errno_value):
+        self.path = self.knob(dev)
+        self.path.write_text(str(errno_value))
+        assert self.path.read_text().strip() == str(errno_value)
+
+    def end(self):
+        self.path.write_text("0")
+
+
+@pytest.mark.parametrize("op,error,fails", [
+    ("write", errno.ENOSPC, True),
+    ("write", errno.EDQUOT, True),
+    ("write", errno.EIO, False),
+    ("ftruncate", errno.ENOSPC, False),
+], ids=["write-enospc", "write-edquot", "write-eio", "ftruncate-enospc"])
+def test_a_copy_that_fails(scmp, op, error, fails):
+    """The copy the first change of the file makes fails.  For lack of
+    space a write fails with that error and changes nothing: the file and
+    the mapping keep their data and no copy is left behind.  A truncate,
+    which may be what frees the space, and a write after any other failure
+    go on: the mapping keeps what it read, its pages not yet read fault
+    with SIGBUS (as after a truncate on stock), and the kernel names the
+    file and the reason."""
+    mnt, dev = scmp
+    FailCopy.knob(dev)
+    data = writable_image(mnt, dev, 1, f"copy-fails-{op}-{error}")
+    path = mnt / "c0" / "f"
+    ino = os.stat(path).st_ino
+    change = keep_cases(path)[op]
+    m0 = mapped_stats(dev)
+    # Only where nothing may fault with SIGBUS: a mapping for the next change.
+    kept = Mapped(path, private=True) if fails else None
+    log = fsutil.KernelLog()
+    failing = []
+
+    def apply():
+        fail = FailCopy(dev, error)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            change(fd)
+        except OSError as e:
+            failing.append(e.errno)
+        finally:
+            os.close(fd)
+            fail.end()
+    try:
+        out, status = private_map_across(path, apply)
+        messages = log.read()
+        if fails:
+            assert sha256_file(path) == sha256(data)
+            # The next change copies.
+            with open(path, "r+b") as f:
+                f.write(b"x")
+            assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"] + 1
+            assert kept.sha() == sha256(data)
+    finally:
+        log.close()
+        if kept:
+            kept.close()
+    said = [line for line in messages
+            if f"ino {ino}: cannot keep the data of its private mappings" in line]
+    if fails:
+        assert failing == [error] and not said
+        assert status == 0 and out == [sha256(data[:SIZE // 2]), sha256(data)]
+    else:
+        assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"]
+        assert failing == [] and len(said) == 1, messages
+        # %pe: the name with CONFIG_SYMBOLIC_ERRNAME, else the number.
+        assert f"-{errno.errorcode[error]}" in said[0] or f"-{error}" in said[0], said
+        assert out == [sha256(data[:SIZE // 2])] and status == -signal.SIGBUS
+        assert sha256_file(path) != sha256(data)
+    # The copy that failed, an orphan, is deleted.
+    assert orphan_items(dev, path, want=0) == 0
 
 
 def test_only_the_owner_binds(scmp):
