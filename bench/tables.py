@@ -433,7 +433,8 @@ def headline():
 
     data = load("lockhold.json")
     runs = data["runs"]
-    claim(f"one cold {data['size'] >> 30} GiB `pread` (not fixed yet)",
+    claim(f"one cold {data['size'] >> 30} GiB `pread` while two processes write 4 KiB blocks "
+          "into the file",
           [f"{statistics.median(r['read_seconds'] for r in runs if r['kernel'] == k):.1f} s"
            for k in KERNELS],
           "bench-lockhold", "writers-during-one-huge-cold-read", "writers during a read")
