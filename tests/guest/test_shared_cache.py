@@ -6,6 +6,7 @@ the cache is the point, checks its counters and the disk's read counter.
 import errno
 import mmap
 import os
+import random
 import subprocess
 import threading
 import time
@@ -723,6 +724,69 @@ def test_io_uring_and_aio_reads_share_the_cache(sc, asyncread, engine):
     assert s2["resident_pages"] == len(data) // PAGE
     assert fsutil.disk_read_bytes(dev) - disk1 < MiB
     assert fsutil.meminfo("Cached") - cached1 < 2 * MiB
+
+
+def patchwork_file(path, size):
+    """PATH of SIZE bytes whose readahead windows each map many extents of
+    every kind: random (incompressible) data written at once, every 16th
+    64 KiB piece rewritten compressed (the file's compression property),
+    random 4 KiB blocks rewritten plain, holes punched, preallocated
+    ranges; each step synced.  Returns the data it must read as."""
+    rnd = random.Random(size)
+    data = bytearray(rnd.randbytes(size))
+    fsutil.write_file(path, bytes(data))
+    fsutil.run("sync")
+    piece = 64 * 1024
+    fsutil.run("btrfs", "property", "set", str(path), "compression", "zstd")
+    with open(path, "r+b") as f:
+        for off in range(0, size, 16 * piece):
+            data[off:off + piece] = fsutil.pattern(piece, f"z{off}")
+            os.pwrite(f.fileno(), data[off:off + piece], off)
+        os.fsync(f.fileno())
+    fsutil.run("btrfs", "property", "set", str(path), "compression", "")
+    with open(path, "r+b") as f:
+        fd = f.fileno()
+        for _ in range(size // piece):
+            off = rnd.randrange(size // PAGE) * PAGE
+            data[off:off + PAGE] = rnd.randbytes(PAGE)
+            os.pwrite(fd, data[off:off + PAGE], off)
+        os.fsync(fd)
+        for n, off in enumerate(range(5 * piece + PAGE, size - piece, 7 * piece)):
+            fsutil.fallocate(fd, fsutil.FALLOC_FL_PUNCH_HOLE | fsutil.FALLOC_FL_KEEP_SIZE,
+                             off, 4 * PAGE)
+            if n % 2:
+                fsutil.fallocate(fd, 0, off, 4 * PAGE)  # preallocated: zeros
+            data[off:off + 4 * PAGE] = bytes(4 * PAGE)
+        os.fsync(fd)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("how", ["read-4k", "read-1m", "uring"])
+def test_a_readahead_window_across_extents_of_every_kind_reads_right(sc, asyncread, how):
+    """A window of the cache's readahead is filled across every extent it
+    maps (btrfs/0035): a file whose windows map plain, compressed, small
+    rewritten, hole and preallocated extents, read cold from start to end,
+    reads as written, through the cache, with no checksum message (the
+    fixture's check)."""
+    mnt, dev = sc
+    path = mnt / "patchwork"
+    size = 16 * MiB
+    data = patchwork_file(path, size)
+    fsutil.run("sync")
+    extents = fsutil.btrfs_extent_items(dev, [os.stat(path).st_ino])[os.stat(path).st_ino]
+    assert extents > size // (64 * 1024)  # the windows are patchwork indeed
+    cold(mnt, dev)
+    s0 = fsutil.shared_cache_stats(dev)
+    if how == "uring":
+        got = subprocess.run([str(asyncread), "uring", str(path)], check=True,
+                             capture_output=True).stdout
+    else:
+        bs = PAGE if how == "read-4k" else MiB
+        with open(path, "rb", buffering=0) as f:
+            got = b"".join(iter(lambda: f.read(bs), b""))
+    assert sha256(got) == sha256(data)
+    s1 = fsutil.shared_cache_stats(dev)
+    assert s1["bytes_served"] - s0["bytes_served"] > size // 2
 
 
 def compressed_sc(request, scratch_dev, tmp_path, algorithm, option="shared_cache"):
