@@ -355,6 +355,11 @@ def btrfs_health_problems(mountpoint, log):
     return problems
 
 
+def btrfs_root_id(path):
+    """The id of the subvolume (tree) PATH is in, as a string for dump-tree -t."""
+    return run("btrfs", "inspect-internal", "rootid", str(path)).strip()
+
+
 def btrfs_extent_items(device, inodes, tree="5"):
     """How many file extent (EXTENT_DATA) items each inode number has in one
     subvolume tree (default: the top level), from `btrfs inspect-internal

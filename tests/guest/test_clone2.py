@@ -544,7 +544,7 @@ def test_snapshot_taken_between_pieces_keeps_its_view(btrfs_checked, scratch_dev
         fsutil.run("btrfs", "subvolume", "snapshot", "-r", str(mnt / "vol"), str(mnt / "ro"))
         fsutil.ficlonerange(s.fileno(), d.fileno(), 2 * MiB, 2 * MiB, 2 * MiB)
     fsutil.run("btrfs", "filesystem", "sync", str(mnt))
-    vol_id = fsutil.run("btrfs", "inspect-internal", "rootid", str(mnt / "vol")).strip()
+    vol_id = fsutil.btrfs_root_id(mnt / "vol")
     inodes = [os.stat(mnt / "vol" / n).st_ino for n in ("src", "dst")]
     items = fsutil.btrfs_extent_items(scratch_dev, inodes, tree=vol_id)
     assert items[inodes[0]] == items[inodes[1]], items

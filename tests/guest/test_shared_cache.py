@@ -773,7 +773,8 @@ def test_a_readahead_window_across_extents_of_every_kind_reads_right(sc, asyncre
     size = 16 * MiB
     data = patchwork_file(path, size)
     fsutil.run("sync")
-    extents = fsutil.btrfs_extent_items(dev, [os.stat(path).st_ino])[os.stat(path).st_ino]
+    ino = os.stat(path).st_ino
+    extents = fsutil.btrfs_extent_items(dev, [ino])[ino]
     assert extents > size // (64 * 1024)  # the windows are patchwork indeed
     cold(mnt, dev)
     s0 = fsutil.shared_cache_stats(dev)

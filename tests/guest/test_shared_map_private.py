@@ -62,7 +62,7 @@ def orphan_items(dev, path, want=None, timeout=30):
     with WANT, syncs again until there are that many or TIMEOUT passes
     (the copy is deleted by btrfs's cleaner thread, after the last
     mapping)."""
-    root = fsutil.run("btrfs", "inspect-internal", "rootid", str(path)).strip()
+    root = fsutil.btrfs_root_id(path)
     deadline = time.monotonic() + timeout
     while True:
         fsutil.run("sync")
@@ -218,7 +218,7 @@ def test_a_crash_leaves_the_copy_to_orphan_cleanup():
             fsutil.run("btrfs", "subvolume", "create", str(mnt / "img"))
             fsutil.write_file(mnt / "img" / "f", data)
             fsutil.run("btrfs", "subvolume", "snapshot", str(mnt / "img"), str(mnt / "c0"))
-            root = fsutil.run("btrfs", "inspect-internal", "rootid", str(mnt / "c0")).strip()
+            root = fsutil.btrfs_root_id(mnt / "c0")
             m = Mapped(mnt / "c0" / "f", private=True)
             try:
                 assert m.sha(0, SIZE // 2) == sha256(data[:SIZE // 2])
@@ -542,7 +542,7 @@ def test_a_copy_that_fails(scmp, op, error, fails):
     data = writable_image(mnt, dev, 1, f"copy-fails-{op}-{error}")
     path = mnt / "c0" / "f"
     ino = os.stat(path).st_ino
-    root = fsutil.run("btrfs", "inspect-internal", "rootid", str(path.parent)).strip()
+    root = fsutil.btrfs_root_id(path.parent)
     change = keep_cases(path)[op]
     # The next inode number of the subvolume goes to the copy.
     copy_ino = os.stat(path.with_name("donor")).st_ino + 1
