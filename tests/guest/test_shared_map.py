@@ -13,6 +13,8 @@ import ctypes
 import errno
 import mmap
 import os
+import re
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -402,8 +404,9 @@ def test_remap_file_pages_of_a_bound_mapping_works_as_on_the_file(scm):
     assert answers[0] == answers[1] == (-1, errno.EINVAL)
 
 
-def test_executed_snapshots_share_their_text(scm):
-    mnt, dev = scm
+def python_image(mnt, dev):
+    """Subvolume img holding this python3, read-only snapshots s0 and s1 of
+    it, then a cold mount; returns the python3 copied."""
     python = Path(os.path.realpath("/usr/bin/python3"))
     fsutil.run("btrfs", "subvolume", "create", str(mnt / "img"))
     fsutil.write_file(mnt / "img" / "python3", python.read_bytes())
@@ -411,6 +414,12 @@ def test_executed_snapshots_share_their_text(scm):
     for i in range(2):
         fsutil.run("btrfs", "subvolume", "snapshot", "-r", str(mnt / "img"), str(mnt / f"s{i}"))
     cold(mnt, dev)
+    return python
+
+
+def test_executed_snapshots_share_their_text(scm):
+    mnt, dev = scm
+    python_image(mnt, dev)
     m0 = mapped_stats(dev)
     procs = [subprocess.Popen([str(mnt / f"s{i}" / "python3"), "-S", "-c",
                                "import sys; print('up', flush=True); sys.stdin.read()"],
@@ -429,6 +438,154 @@ def test_executed_snapshots_share_their_text(scm):
         for p in procs:
             p.communicate("")
     assert [p.returncode for p in procs] == [0, 0]
+
+
+def elf_symbol_offset(path, name):
+    """The file offset of the code of dynamic symbol NAME in ELF64 file PATH
+    (what a uprobe definition names)."""
+    b = Path(path).read_bytes()
+    phoff, shoff = struct.unpack_from("<QQ", b, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", b, 0x36)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize)
+                for i in range(shnum)]
+    dynsym = next(sec for sec in sections if sec[1] == 11)  # SHT_DYNSYM
+    strtab = sections[dynsym[6]][4]
+    for i in range(dynsym[5] // 24):
+        st_name, _, _, _, value, _ = struct.unpack_from("<IBBHQQ", b, dynsym[4] + i * 24)
+        if b[strtab + st_name:b.index(b"\0", strtab + st_name)] != name.encode():
+            continue
+        for j in range(phnum):
+            p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack_from(
+                "<IIQQQQQQ", b, phoff + j * phentsize)
+            if p_type == 1 and p_vaddr <= value < p_vaddr + p_filesz:  # PT_LOAD
+                return value - p_vaddr + p_offset
+    raise AssertionError(f"{path}: no code for symbol {name}")
+
+
+TRACING = Path("/sys/kernel/tracing")
+TRACE_LINE = re.compile(r"^\s*.+?-(\d+)\s+\[\d+\].*?\s(\w+): \(")
+
+
+def uprobe_events(*commands):
+    """Write each command to uprobe_events on its own (no seek: Python's
+    append mode seeks, which tracefs refuses)."""
+    fd = os.open(TRACING / "uprobe_events", os.O_WRONLY | os.O_APPEND)
+    try:
+        for command in commands:
+            os.write(fd, f"{command}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def tracefs():
+    if not (TRACING / "uprobe_events").exists():
+        fsutil.run("mount", "-t", "tracefs", "tracefs", str(TRACING))
+
+
+def remove_uprobes(group, events):
+    if (TRACING / "events" / group).exists():
+        (TRACING / "events" / group / "enable").write_text("0\n")
+        uprobe_events(*(f"-:{group}/{event}" for event in events))
+
+
+def uprobe_hits():
+    """{(event, pid): hits} from the trace buffer, which is then cleared."""
+    hits = {}
+    for line in (TRACING / "trace").read_text().splitlines():
+        m = TRACE_LINE.match(line)
+        if m:
+            key = (m.group(2), int(m.group(1)))
+            hits[key] = hits.get(key, 0) + 1
+    (TRACING / "trace").write_text("")
+    return hits
+
+
+class Caller:
+    """The python3 at PYTHON, which calls exported functions of itself or of
+    the library LIB (through ctypes, so the exported code runs) as often as
+    it is told."""
+
+    SCRIPT = ("import ctypes, sys\n"
+              "lib = ctypes.CDLL(sys.argv[1]) if len(sys.argv) > 1 else ctypes.pythonapi\n"
+              "print('up', flush=True)\n"
+              "for line in sys.stdin:\n"
+              "    name, n = line.split()\n"
+              "    for _ in range(int(n)):\n"
+              "        getattr(lib, name)()\n"
+              "    print('done', flush=True)\n")
+
+    def __init__(self, python, lib=None):
+        argv = [str(python), "-S", "-c", self.SCRIPT] + ([str(lib)] if lib else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stdout.readline() == "up\n", argv
+        self.pid = self.proc.pid
+
+    def call(self, name, n):
+        self.proc.stdin.write(f"{name} {n}\n")
+        self.proc.stdin.flush()
+        # A breakpoint left behind kills the process with SIGTRAP: no answer.
+        assert self.proc.stdout.readline() == "done\n", self.proc.poll()
+
+    def finish(self):
+        self.proc.communicate("")
+        return self.proc.returncode
+
+
+def test_uprobes_fire_in_every_bound_mapping_of_the_probed_file_only(scm):
+    """A uprobe registered on a file of a read-only snapshot fires in its
+    bound mappings made before the probe (found in the content inode's
+    i_mmap) and after it (at mmap), also through overlayfs over that
+    snapshot, as often as in an unbound file's mappings; never in another
+    snapshot's mappings of the same content inode.  Removed, it leaves no
+    breakpoint behind: the programs go on and exit 0."""
+    mnt, dev = scm
+    offset = elf_symbol_offset(python_image(mnt, dev), "Py_GetBuildInfo")
+    upper, work, top = (mnt / d for d in ("upper", "work", "merged"))
+    for d in (upper, work, top):
+        d.mkdir()
+    fsutil.run("mount", "-t", "overlay", "overlay", "-o",
+               f"lowerdir={mnt / 's0'},upperdir={upper},workdir={work}", str(top))
+    tracefs()
+    probes = {"s0": mnt / "s0" / "python3", "img": mnt / "img" / "python3"}
+    callers = []
+    try:
+        m0 = mapped_stats(dev)
+        before = {name: Caller(path) for name, path in
+                  (("s0", mnt / "s0" / "python3"), ("s1", mnt / "s1" / "python3"),
+                   ("overlay", top / "python3"), ("img", mnt / "img" / "python3"))}
+        callers += before.values()
+        uprobe_events(*(f"p:pcshare/{event} {path}:{offset:#x}"
+                        for event, path in probes.items()))
+        (TRACING / "events" / "pcshare" / "enable").write_text("1\n")
+        uprobe_hits()
+        after = {name: Caller(mnt / name / "python3") for name in ("s0", "img")}
+        callers += after.values()
+        stats = mapped_stats(dev)
+        # s0, s1 and the overlay's lower file: one content inode; img is writable.
+        assert stats["mapped_aliases"] - m0["mapped_aliases"] == 1
+        assert stats["mapped_attaches"] > m0["mapped_attaches"]
+        for c in callers:
+            c.call("Py_GetBuildInfo", 3)
+        hits = uprobe_hits()
+        assert hits.get(("img", before["img"].pid)) == 3, hits
+        # Started after the probe: ld.so and python's start-up may call it too.
+        assert hits.get(("img", after["img"].pid), 0) >= 3, hits
+        assert hits.get(("s0", before["s0"].pid)) == 3, hits
+        assert hits.get(("s0", before["overlay"].pid)) == 3, hits
+        assert hits.get(("s0", after["s0"].pid)) == hits[("img", after["img"].pid)], hits
+        # One probe a process, and none in s1's mapping of the same content.
+        assert sorted(pid for _, pid in hits) == sorted(c.pid for c in callers if
+                                                        c is not before["s1"]), hits
+        remove_uprobes("pcshare", probes)
+        for c in callers:
+            c.call("Py_GetBuildInfo", 3)
+        assert uprobe_hits() == {}
+    finally:
+        codes = [c.finish() for c in callers]
+        fsutil.run("umount", str(top))
+        remove_uprobes("pcshare", probes)
+    assert codes == [0] * len(callers)
 
 
 def test_sharing_mappings_is_opt_in(sc):

@@ -32,6 +32,8 @@ from harness.fsutil import MiB, sha256, sha256_file
 
 from test_shared_cache import PAGE, cold
 from test_shared_map import Hold, Mapped, assert_not_bound_beside, mapped_stats
+from test_shared_map import (TRACING, Caller, elf_symbol_offset, remove_uprobes, tracefs,
+                             uprobe_events, uprobe_hits)
 from test_shared_map import scmp  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.shared_cache
@@ -596,6 +598,57 @@ def test_a_copy_that_fails(scmp, op, error, fails):
     assert orphan_items(dev, path, want=0) == 0
     dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t", root, dev)
     assert f"key ({copy_ino} " not in dump
+
+
+def test_uprobes_follow_private_mappings_across_a_change_of_their_file(scmp):
+    """A uprobe on a library in a writable subvolume fires in its bound
+    private mappings.  Once the file is written (they keep the old data), a
+    breakpoint put there before still fires; a probe registered afterwards,
+    whose instruction is read from the new data, goes only to mappings of
+    the new data; and removing both leaves no breakpoint behind (one would
+    kill its process with SIGTRAP at the next call)."""
+    mnt, dev = scmp
+    lib = mnt / "img" / "libz.so"
+    fsutil.run("btrfs", "subvolume", "create", str(mnt / "img"))
+    fsutil.write_file(lib, Path("/lib/x86_64-linux-gnu/libz.so.1").read_bytes())
+    cold(mnt, dev)
+    offsets = {name: elf_symbol_offset(lib, name) for name in ("zlibVersion", "zlibCompileFlags")}
+    tracefs()
+    callers = []
+    try:
+        m0 = mapped_stats(dev)
+        old = Caller("python3", lib)
+        callers.append(old)
+        m1 = mapped_stats(dev)
+        assert m1["mapped_attaches"] > m0["mapped_attaches"]
+        uprobe_events(f"p:pcshare/zlibVersion {lib}:{offsets['zlibVersion']:#x}")
+        (TRACING / "events" / "pcshare" / "enable").write_text("1\n")
+        uprobe_hits()
+        old.call("zlibVersion", 3)
+        assert uprobe_hits() == {("zlibVersion", old.pid): 3}
+        # The same bytes: the file changed all the same, and was copied.
+        overwrite(lib, lib.read_bytes())
+        assert mapped_stats(dev)["mapped_kept"] - m1["mapped_kept"] == 1
+        new = Caller("python3", lib)
+        callers.append(new)
+        assert mapped_stats(dev)["mapped_attaches"] > m1["mapped_attaches"]
+        uprobe_events(f"p:pcshare/zlibCompileFlags {lib}:{offsets['zlibCompileFlags']:#x}")
+        (TRACING / "events" / "pcshare" / "enable").write_text("1\n")
+        uprobe_hits()
+        for c in callers:
+            for name in offsets:
+                c.call(name, 3)
+        assert uprobe_hits() == {("zlibVersion", old.pid): 3, ("zlibVersion", new.pid): 3,
+                                 ("zlibCompileFlags", new.pid): 3}
+        remove_uprobes("pcshare", offsets)
+        for c in callers:
+            for name in offsets:
+                c.call(name, 3)
+        assert uprobe_hits() == {}
+    finally:
+        codes = [c.finish() for c in callers]
+        remove_uprobes("pcshare", offsets)
+    assert codes == [0] * len(callers)
 
 
 def test_only_the_owner_binds(scmp):
