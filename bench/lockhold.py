@@ -22,6 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench import guestbench
 from harness import vm
 from harness.results import run_file
 
@@ -63,8 +64,8 @@ def main():
                              "writer": writer, **s})
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"size": size, "rounds": args.rounds, "runs": runs},
-                              indent=2) + "\n")
+    out.write_text(json.dumps({"size": size, "rounds": args.rounds,
+                               **guestbench.provenance(), "runs": runs}, indent=2) + "\n")
 
     print(f"\n{'writer':14}" + "".join(f" {k + ' max ms':>16}" for k in kernels) + "   ratio")
     for writer in ("other_region", "read_range"):
