@@ -188,17 +188,29 @@ def test_a_writer_who_may_not_create_files_there_still_keeps_the_mappings(scmp):
 def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
     """The copy no path reaches is an orphan item while mapped (a crash
     leaves it to orphan cleanup) and is deleted after the last mapping
-    goes."""
+    goes; a mapping of each version keeps a copy of its own, and
+    mapped_kept_bytes says how many bytes those copies hold."""
     mnt, dev = scmp
     data = writable_image(mnt, dev, 1, "orphan")
+    second = fsutil.pattern(SIZE, "x")
     assert orphan_items(dev, mnt / "c0") == 0
-    m = Mapped(mnt / "c0" / "f", private=True)
+    kept = mapped_stats(dev)["mapped_kept_bytes"]
+    maps = [Mapped(mnt / "c0" / "f", private=True)]
     try:
-        overwrite(mnt / "c0" / "f", fsutil.pattern(SIZE, "x"))
+        overwrite(mnt / "c0" / "f", second)
         assert orphan_items(dev, mnt / "c0") == 1
-        assert m.sha() == sha256(data)
+        assert mapped_stats(dev)["mapped_kept_bytes"] - kept == SIZE
+        maps.append(Mapped(mnt / "c0" / "f", private=True))
+        overwrite(mnt / "c0" / "f", fsutil.pattern(SIZE, "y"))
+        assert orphan_items(dev, mnt / "c0") == 2
+        assert mapped_stats(dev)["mapped_kept_bytes"] - kept == 2 * SIZE
+        assert [m.sha() for m in maps] == [sha256(data), sha256(second)]
+        maps.pop(0).close()
+        assert mapped_stats(dev)["mapped_kept_bytes"] - kept == SIZE
     finally:
-        m.close()
+        for m in maps:
+            m.close()
+    assert mapped_stats(dev)["mapped_kept_bytes"] == kept
     assert orphan_items(dev, mnt / "c0", want=0) == 0
 
 
