@@ -827,7 +827,8 @@ def test_progress_bar_fits_and_clears(fs, cols):
 def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
     """A kernel with the cache, as far as the tool can see: its counters, as
     given, in a stand-in sysfs, and MAPPED (aliases, pages, attaches,
-    bytes read[, kept]) if given. Returns the environment that points there."""
+    bytes read[, kept[, kept bytes]]) if given. Returns the environment that
+    points there."""
     if fs.name != "btrfs":
         pytest.skip("the shared extent cache is btrfs's")
     fsid = fsutil.run("blkid", "-s", "UUID", "-o", "value", str(tmp_path / "btrfs.img")).strip()
@@ -837,7 +838,8 @@ def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
                             "bytes_served", "invalidations"], values):
         (counters / name).write_text(f"{value}\n")
     for name, value in zip(["mapped_aliases", "mapped_pages", "mapped_attaches",
-                            "mapped_bytes_read", "mapped_kept"], mapped or ()):
+                            "mapped_bytes_read", "mapped_kept", "mapped_kept_bytes"],
+                           mapped or ()):
         (counters / name).write_text(f"{value}\n")
     return dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"))
 
@@ -847,7 +849,8 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert {k: v for k, v in stats.items() if k.startswith("mapped_")} == {
         "mapped_aliases": 2, "mapped_pages": 2048, "mapped_bytes": 2048 * os.sysconf("SC_PAGESIZE"),
-        "mapped_attaches": 5, "mapped_bytes_read": 3 << 20, "mapped_kept": None}
+        "mapped_attaches": 5, "mapped_bytes_read": 3 << 20, "mapped_kept": None,
+        "mapped_kept_bytes": None}
     text = tool("stat", fs, env=env).stdout
     assert "mappings       8.0 MiB in 2 shared copies of mapped files; 5 mappings bound, " \
            "3.0 MiB read from disk" in text
@@ -855,7 +858,16 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     # btrfs/0032 adds mapped_kept.
     (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / "mapped_kept").write_text("3\n")
     assert json.loads(tool("stat", "--json", fs, env=env).stdout)["mapped_kept"] == 3
-    assert "kept           3 files copied before a write" in tool("stat", fs, env=env).stdout
+    text = tool("stat", fs, env=env).stdout
+    assert "kept           3 files copied before a write, for the private maps made before it\n" \
+        in text
+    # btrfs/0039 adds mapped_kept_bytes.
+    (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / "mapped_kept_bytes").write_text(
+        f"{5 << 20}\n")
+    stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
+    assert (stats["mapped_kept"], stats["mapped_kept_bytes"]) == (3, 5 << 20)
+    assert "kept           3 files copied before a write, for the private maps made before " \
+        "it; 5.0 MiB in copies alive now\n" in tool("stat", fs, env=env).stdout
 
 
 def test_stat_says_whether_mappings_are_shared(fs, tmp_path):
@@ -883,7 +895,8 @@ def test_stat_without_mapped_counters_says_null(fs, tmp_path):
     env = fake_counters(fs, tmp_path)
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert [stats[k] for k in ("mapped_aliases", "mapped_pages", "mapped_bytes",
-                               "mapped_attaches", "mapped_bytes_read", "mapped_kept")] == [None] * 6
+                               "mapped_attaches", "mapped_bytes_read", "mapped_kept",
+                               "mapped_kept_bytes")] == [None] * 7
     assert "mappings" not in tool("stat", fs, env=env).stdout
 
 

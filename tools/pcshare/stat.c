@@ -120,11 +120,13 @@ static int run_stat(int argc, char **argv, const char **path)
 				       "mapped_aliases", "mapped_pages", "mapped_attaches",
 				       "mapped_bytes_read",
 				       /* Since btrfs/0032. */
-				       "mapped_kept" };
+				       "mapped_kept",
+				       /* Since btrfs/0039. */
+				       "mapped_kept_bytes" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
-	uint64_t v[11], saved, lookups;
-	bool mapped = true, kept = true;
+	uint64_t v[12], saved, lookups;
+	bool mapped = true, kept = true, kept_bytes = true;
 	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
 	char uuid[37], h1[32], h2[32], h3[32], h4[32];
 	struct statfs sfs;
@@ -169,15 +171,19 @@ static int run_stat(int argc, char **argv, const char **path)
 			*p++ = '-';
 	}
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
-	for (i = 0; i < 11; i++) {
+	for (i = 0; i < 12; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
 		e = read_counter(file, text, sizeof(text), &v[i]);
+		if (e == ENOENT && i >= 11) {
+			kept_bytes = false;
+			continue;
+		}
 		if (e == ENOENT && i >= 10) {
-			kept = false;
+			kept = kept_bytes = false;
 			continue;
 		}
 		if (e == ENOENT && i >= 6) {
-			mapped = kept = false;
+			mapped = kept = kept_bytes = false;
 			continue;
 		}
 		if (e == ENOENT) {
@@ -228,9 +234,13 @@ static int run_stat(int argc, char **argv, const char **path)
 			      ", \"mapped_bytes\": null, \"mapped_attaches\": null"
 			      ", \"mapped_bytes_read\": null", stdout);
 		if (kept)
-			printf(", \"mapped_kept\": %" PRIu64 "}\n", v[10]);
+			printf(", \"mapped_kept\": %" PRIu64, v[10]);
 		else
-			fputs(", \"mapped_kept\": null}\n", stdout);
+			fputs(", \"mapped_kept\": null", stdout);
+		if (kept_bytes)
+			printf(", \"mapped_kept_bytes\": %" PRIu64 "}\n", v[11]);
+		else
+			fputs(", \"mapped_kept_bytes\": null}\n", stdout);
 		return EXIT_OK;
 	}
 	printf("%s (btrfs %s): shared extent cache %s\n", mnt[0] ? mnt : *path, uuid,
@@ -261,7 +271,11 @@ static int run_stat(int argc, char **argv, const char **path)
 		       v[6] == 1 ? "y" : "ies", v[8], human(v[9], h2, sizeof(h2)));
 	if (kept)
 		printf("  kept           %" PRIu64 " file%s copied before a write, for the private"
-		       " maps made before it\n", v[10], v[10] == 1 ? "" : "s");
+		       " maps made before it", v[10], v[10] == 1 ? "" : "s");
+	if (kept_bytes)
+		printf("; %s in copies alive now", human(v[11], h3, sizeof(h3)));
+	if (kept)
+		putchar('\n');
 	return EXIT_OK;
 }
 
