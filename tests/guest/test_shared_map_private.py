@@ -617,8 +617,10 @@ def test_uprobes_follow_private_mappings_across_a_change_of_their_file(scmp):
     private mappings.  Once the file is written (they keep the old data), a
     breakpoint put there before still fires; a probe registered afterwards,
     whose instruction is read from the new data, goes only to mappings of
-    the new data; and removing both leaves no breakpoint behind (one would
-    kill its process with SIGTRAP at the next call)."""
+    the new data (unlike stock, where the old mapping shows the new data
+    and the new probe fires there too); and removing both leaves no
+    breakpoint behind (one would kill its process with SIGTRAP at the next
+    call)."""
     mnt, dev = scmp
     lib = mnt / "img" / "libz.so"
     fsutil.run("btrfs", "subvolume", "create", str(mnt / "img"))

@@ -859,15 +859,16 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / "mapped_kept").write_text("3\n")
     assert json.loads(tool("stat", "--json", fs, env=env).stdout)["mapped_kept"] == 3
     text = tool("stat", fs, env=env).stdout
-    assert "kept           3 files copied before a write, for the private maps made before it\n" \
+    assert "kept           3 files copied before a change, for the private maps made before it\n" \
         in text
     # btrfs/0039 adds mapped_kept_bytes.
     (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / "mapped_kept_bytes").write_text(
         f"{5 << 20}\n")
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert (stats["mapped_kept"], stats["mapped_kept_bytes"]) == (3, 5 << 20)
-    assert "kept           3 files copied before a write, for the private maps made before " \
-        "it; 5.0 MiB in copies alive now\n" in tool("stat", fs, env=env).stdout
+    assert "kept           3 files copied before a change, for the private maps made before " \
+        "it; the copies still mapped can hold 5.0 MiB of disk once their files are " \
+        "rewritten\n" in tool("stat", fs, env=env).stdout
 
 
 def test_stat_says_whether_mappings_are_shared(fs, tmp_path):

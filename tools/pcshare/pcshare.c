@@ -50,7 +50,7 @@ void usage(FILE *f)
 "       (mount option shared_cache_map) the shared copies of mapped files of\n"
 "       read-only subvolumes (shared_cache_map_private: private mappings of\n"
 "       writable files too): pages, copies, mappings bound, bytes read, files\n"
-"       copied before a write\n"
+"       copied before a change and what those copies can hold\n"
 "\n"
 "exit: 0 done, 1 failed, 2 usage, invalid range or not a regular file,\n"
 "3 reflink or cache not available there, 4 out of space (DST can be resumed),\n"

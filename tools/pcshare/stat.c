@@ -270,10 +270,11 @@ static int run_stat(int argc, char **argv, const char **path)
 		       human(v[7] * (uint64_t)getpagesize(), h1, sizeof(h1)), v[6],
 		       v[6] == 1 ? "y" : "ies", v[8], human(v[9], h2, sizeof(h2)));
 	if (kept)
-		printf("  kept           %" PRIu64 " file%s copied before a write, for the private"
+		printf("  kept           %" PRIu64 " file%s copied before a change, for the private"
 		       " maps made before it", v[10], v[10] == 1 ? "" : "s");
 	if (kept_bytes)
-		printf("; %s in copies alive now", human(v[11], h3, sizeof(h3)));
+		printf("; the copies still mapped can hold %s of disk once their files are"
+		       " rewritten", human(v[11], h3, sizeof(h3)));
 	if (kept)
 		putchar('\n');
 	return EXIT_OK;
