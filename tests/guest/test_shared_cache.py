@@ -401,8 +401,8 @@ def test_counters_are_readable_by_root_only(sc):
     directory = fsutil.btrfs_sysfs_dir(dev) / "shared_cache"
     names = sorted(p.name for p in directory.iterdir())
     assert names == ["bytes_filled", "bytes_served", "hits", "invalidations",
-                     "mapped_aliases", "mapped_attaches", "mapped_bytes_read", "mapped_kept", "mapped_pages",
-                     "misses", "resident_pages"]
+                     "mapped_aliases", "mapped_attaches", "mapped_bytes_read", "mapped_kept",
+                     "mapped_kept_bytes", "mapped_pages", "misses", "resident_pages"]
     assert {oct(os.stat(directory / n).st_mode & 0o777) for n in names} == {"0o400"}
     pid = os.fork()
     if pid == 0:
