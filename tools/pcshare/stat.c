@@ -126,7 +126,9 @@ static int run_stat(int argc, char **argv, const char **path)
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
 	uint64_t v[12], saved, lookups;
-	bool mapped = true, kept = true, kept_bytes = true;
+	/* Counters the kernel has: each patch adds its own after the last. */
+	int have = 12;
+	bool mapped, kept, kept_bytes;
 	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
 	char uuid[37], h1[32], h2[32], h3[32], h4[32];
 	struct statfs sfs;
@@ -174,16 +176,9 @@ static int run_stat(int argc, char **argv, const char **path)
 	for (i = 0; i < 12; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
 		e = read_counter(file, text, sizeof(text), &v[i]);
-		if (e == ENOENT && i >= 11) {
-			kept_bytes = false;
-			continue;
-		}
-		if (e == ENOENT && i >= 10) {
-			kept = kept_bytes = false;
-			continue;
-		}
 		if (e == ENOENT && i >= 6) {
-			mapped = kept = kept_bytes = false;
+			if (i < have)
+				have = i;
 			continue;
 		}
 		if (e == ENOENT) {
@@ -201,6 +196,9 @@ static int run_stat(int argc, char **argv, const char **path)
 		if (e)
 			return EXIT_FAIL;
 	}
+	mapped = have >= 10;
+	kept = have >= 11;
+	kept_bytes = have >= 12;
 	on = cache_enabled(fd, mnt, sizeof(mnt));
 	lookups = v[1] + v[2];
 	saved = v[4] > v[3] ? v[4] - v[3] : 0;
