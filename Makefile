@@ -17,7 +17,7 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels publish test test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-cp bench-clone-scale soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-lockstat bench-cp bench-clone-scale soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
@@ -33,6 +33,8 @@ help:
 	@echo "make bench-hit       hot-cache reads of a shared clone vs stock's own cache -> runs/hit.json, .png"
 	@echo "make bench-uring     cold io_uring 4 KiB reads at queue depths 1, 8, 32 -> runs/uring.json, .png"
 	@echo "make bench-scaling   1, 2, 4, 8 cold readers at once, distinct files and clones -> runs/scaling.json, .png"
+	@echo "make bench-lockstat  the locks 8 cold readers at once contend on (/proc/lock_stat of the kernels'"
+	@echo "                     lockstat builds) -> runs/lockstat.json"
 	@echo "make bench-cp        fio on a fragmented image while cp --reflink clones it, stock cp (FICLONE)"
 	@echo "                     vs patched cp (FICLONERANGE2) -> runs/cp.json, .png (runs make cp first)"
 	@echo "make bench-clone-scale  clones of 10^4, 10^5, 10^6-extent files under fio: time, stalls,"
@@ -125,6 +127,9 @@ bench-uring: deps
 
 bench-scaling: deps
 	$(PYTHON) -m bench.scaling $(BENCH_ARGS)
+
+bench-lockstat: deps
+	$(PYTHON) -m bench.lockstat $(BENCH_ARGS)
 
 bench-cp: deps cp
 	$(PYTHON) -m bench.cp $(BENCH_ARGS)

@@ -14,8 +14,9 @@ TOP = vm.TOP
 
 
 def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
-        shared_cache="shared_cache", cpus=2):
-    """Run bench.NAME_guest GUEST_ARGS in a guest of KERNEL, with a
+        shared_cache="shared_cache", cpus=2, variant="default"):
+    """Run bench.NAME_guest GUEST_ARGS in a guest of KERNEL (its build
+    VARIANT), with a
     scratch disk at /dev/vda and mount option SHARED_CACHE (shared_cache, or
     shared_cache_map to share mappings too) when the kernel has the cache;
     returns the JSON it wrote. Exits with a message naming the
@@ -25,8 +26,8 @@ def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
                "--json", f"/run/pcshare/out/{name}.json", *guest_args]
     # The guest keeps only the options its kernel has (harness.features).
     command += ["--mount-options", shared_cache]
-    result = vm.run_vm(command, kernel=kernel, mem=mem, cpus=cpus, disks=[disk],
-                       timeout=timeout, out_dir=out_dir)
+    result = vm.run_vm(command, kernel=kernel, variant=variant, mem=mem, cpus=cpus,
+                       disks=[disk], timeout=timeout, out_dir=out_dir)
     if not result.ok:
         raise SystemExit(f"bench-{name}: {kernel} guest failed: {result.summary()}")
     return json.loads((out_dir / f"{name}.json").read_text())

@@ -26,6 +26,21 @@ def read_parallel(directory, readers, size):
     return job["read"]["bw_bytes"] / MiB
 
 
+def make_files(mnt, readers, size):
+    """MNT/distinct: READERS files of SIZE bytes, each its own data;
+    MNT/clones: one file and READERS - 1 clones of it. Named as
+    read_parallel()'s jobs read them, and synced to disk."""
+    for kind in ("distinct", "clones"):
+        (mnt / kind).mkdir()
+    for i in range(readers):
+        fsutil.write_patterned(mnt / "distinct" / f"r.{i}.0", size, f"scale{i}")
+        if i == 0:
+            fsutil.write_patterned(mnt / "clones" / "r.0.0", size, "scale")
+        else:
+            fsutil.clone_file(mnt / "clones" / "r.0.0", mnt / "clones" / f"r.{i}.0")
+    fsutil.run("sync")
+
+
 def main():
     ap = fsutil.bench_arg_parser(__doc__)
     ap.add_argument("--readers", default="1,2,4,8")
@@ -35,15 +50,7 @@ def main():
     samples = []
     meter = fsutil.Meter(args.device)
     with fsutil.bench_btrfs(args) as mnt:
-        for kind in ("distinct", "clones"):
-            (mnt / kind).mkdir()
-        for i in range(max(counts)):
-            fsutil.write_patterned(mnt / "distinct" / f"r.{i}.0", args.size, f"scale{i}")
-            if i == 0:
-                fsutil.write_patterned(mnt / "clones" / "r.0.0", args.size, "scale")
-            else:
-                fsutil.clone_file(mnt / "clones" / "r.0.0", mnt / "clones" / f"r.{i}.0")
-        fsutil.run("sync")
+        make_files(mnt, max(counts), args.size)
         for _ in range(args.samples):
             for kind in ("distinct", "clones"):
                 for n in counts:

@@ -227,7 +227,7 @@ def main():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s [options] -- COMMAND [ARGS...]")
     ap.add_argument("--kernel", default="stock", choices=["stock", "pcshare"])
-    ap.add_argument("--variant", default="default", choices=["default", "debug"])
+    ap.add_argument("--variant", default="default", choices=["default", "debug", "lockstat"])
     ap.add_argument("--bzimage", help="boot this image instead of the cached build")
     ap.add_argument("--mem", default="2G", help="guest memory (default 2G)")
     ap.add_argument("--cpus", type=int, default=2)

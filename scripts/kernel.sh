@@ -29,7 +29,8 @@ usage: scripts/kernel.sh COMMAND [ARGS]
                          \$PCSHARE_CACHE/dev)
   export [DIR]           write DIR's commits since the baseline back to
                          kernel/patches/ and kernel/series
-  build KERNEL VARIANT   build bzImage (VARIANT: default | debug); prints its path
+  build KERNEL VARIANT   build bzImage (VARIANT: default | debug | lockstat);
+                         prints its path
   bzimage KERNEL VARIANT print the bzImage path (no build)
   series-hash            print the hash of kernel/series and its patches, as
                          stamped in the pcshare tree and results files
@@ -246,7 +247,7 @@ check_config() {
 
 cmd_build() {
 	local k=$1 v=$2 override=PCSHARE_SRC_$1
-	case "$v" in default | debug) ;; *) die "unknown variant '$v' (default | debug)" ;; esac
+	case "$v" in default | debug | lockstat) ;; *) die "unknown variant '$v' (default | debug | lockstat)" ;; esac
 	[ -n "${!override:-}" ] || cmd_tree "$k"
 	build_tree "$(src_dir "$k")" "$cache/$k/build-$v" "$k" "$v" bzImage
 	bzimage_path "$k" "$v"
@@ -258,7 +259,7 @@ build_tree() {
 	local src=$1 out=$2 k=$3 v=$4 frags stamp
 	shift 4
 	frags=("$top/kernel/config/base.config")
-	[ "$v" = debug ] && frags+=("$top/kernel/config/debug.config")
+	[ "$v" = default ] || frags+=("$top/kernel/config/$v.config")
 	# Options the series adds exist only in that kernel's Kconfig.
 	[ -f "$top/kernel/config/$k.config" ] && frags+=("$top/kernel/config/$k.config")
 	stamp=$(cat "${frags[@]}" | sha256sum | cut -d' ' -f1)
