@@ -17,11 +17,13 @@ CFLAGS ?= -O2 -g -Wall -Wextra
 TOOL := tools/pcshare/pcshare
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: help deps tool install kernels publish test test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-lockstat bench-cp bench-clone-scale soak dev-tree export-patches check-patches check-series clean-cache
+.PHONY: help deps tool install kernels publish test test-debug test-host fstests cp demo bench-unshared bench-clone bench-lockhold bench-clone-items bench-containers bench-vm bench-mix bench-hit bench-uring bench-scaling bench-lockstat bench-cp bench-clone-scale soak dev-tree export-patches check-patches check-series clean-cache
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
 	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
+	@echo "make test-debug      every guest test on the debug kernel (lockdep, KASAN), not only those"
+	@echo "                     marked debug_kernel; before submitting a kernel change"
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> runs/unshared.json"
 	@echo "make bench-clone     readers and a writer during clones -> runs/clone.json, .png"
 	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> runs/lockhold.json"
@@ -79,6 +81,11 @@ kernels: deps
 
 test: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py
+
+# Every guest test on the debug kernel, not only those marked debug_kernel
+# (about 40 min here): before submitting a kernel change.
+test-debug: deps $(TOOL)
+	$(PYTHON) scripts/run_tests.py --kernels pcshare:debug --no-host --full-debug
 
 # fstests in guests (docs/fstests.md); not part of `make test`.
 FSTESTS_ARGS ?=

@@ -38,6 +38,9 @@ def main():
     ap.add_argument("--kernels", default=os.environ.get("PCSHARE_TEST_KERNELS", DEFAULT_KERNELS),
                     help=f"comma-separated KERNEL:VARIANT list (default {DEFAULT_KERNELS})")
     ap.add_argument("--no-host", action="store_true", help="skip the host suite")
+    ap.add_argument("--full-debug", action="store_true",
+                    help="on debug kernels every guest test, not only those marked "
+                    "debug_kernel (make test-debug)")
     ap.add_argument("-k", dest="keyword", help="pytest -k expression for the guest suites")
     ap.add_argument("--out", default=str(vm.CACHE / "test-results"),
                     help="directory for JUnit files and run logs")
@@ -68,12 +71,13 @@ def main():
         name = f"{kernel}-{variant}"
         print(f"== guest suites on {name}", flush=True)
         run_dir = out / f"run-{name}"
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--durations=20",
                    "--junitxml=/run/pcshare/out/junit.xml", "tests/guest"]
         env = {}
         deselected = []
         # What the kernel has is probed in the guest (harness.features):
         # tests of features it lacks skip, naming why.
+        selected = []
         if variant == "debug":
             # Every btrfs test through the cache only: the debug kernel, 2-3x
             # slower, is there for lockdep and KASAN on the series' code.
@@ -82,10 +86,15 @@ def main():
             deselected.append("xfs")
             # Benchmark smoke runs check the scripts, not the kernel.
             deselected.append("bench_smoke")
+            # What the default kernel's suite has already passed runs again
+            # only where lockdep and KASAN see code the rest does not reach
+            # (marker debug_kernel); --full-debug runs all of it.
+            if not args.full_debug:
+                selected.append("debug_kernel")
             # The soak's random run, where lockdep and KASAN see the most.
             env["PCSHARE_SOAK_SECONDS"] = os.environ.get("PCSHARE_SOAK_SECONDS", "180")
-        if deselected:
-            command += ["-m", " and ".join(f"not {m}" for m in deselected)]
+        if selected or deselected:
+            command += ["-m", " and ".join([*selected, *(f"not {m}" for m in deselected)])]
         if args.keyword:
             command += ["-k", args.keyword]
         t0 = time.monotonic()

@@ -64,6 +64,7 @@ def test_whole_file_in_one_call(fs):
         assert all(fl & fsutil.FIEMAP_EXTENT_SHARED for *_, fl in fsutil.fiemap(d.fileno()))
 
 
+@pytest.mark.debug_kernel
 def test_budget_expiry_returns_partial_progress_then_completes(fs):
     data = write_fragmented(fs / "src", 4000)
     assert extent_count(fs / "src") >= 4000
@@ -86,6 +87,7 @@ def test_budget_expiry_returns_partial_progress_then_completes(fs):
     assert sha256_file(fs / "dst") == sha256(data)
 
 
+@pytest.mark.debug_kernel
 def test_adapted_chunk_is_written_back_and_carried_on(fs):
     data = write_fragmented(fs / "src", 4000)
     with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:

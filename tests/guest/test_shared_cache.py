@@ -265,6 +265,7 @@ def overlaps(extents, ranges):
 
 
 @pytest.mark.parametrize("sync_between", [True, False])
+@pytest.mark.debug_kernel
 def test_freed_and_reused_space_never_serves_old_data(sc, sync_between):
     mnt, dev = sc
     # Without ssd clustering, data allocation is first fit: freed space is reused.
@@ -299,6 +300,7 @@ def test_freed_and_reused_space_never_serves_old_data(sc, sync_between):
     assert sha256_file(mnt / name) == sha256(new)
 
 
+@pytest.mark.debug_kernel
 def test_balance_and_scrub_while_shared(sc):
     mnt, dev = sc
     data = fsutil.pattern(16 * MiB, "bal")
@@ -368,6 +370,7 @@ def read_around_bad_block(mnt, dev, data, logical, bad_start, bad_end):
 
 
 @pytest.mark.corrupts
+@pytest.mark.debug_kernel
 def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
     mnt, dev = sc
     data = fsutil.pattern(MiB, "bad")
@@ -425,6 +428,7 @@ def unmovable_pageblocks():
     return sum(int(line.split()[4 + column]) for line in table[1:] if "zone" in line)
 
 
+@pytest.mark.debug_kernel
 def test_cache_folios_are_movable(sc):
     """A cache filled with plain GFP_NOFS lands in unmovable pageblocks and
     steals them from movable memory, which defeats compaction and THP."""
@@ -527,6 +531,7 @@ def test_sequential_reader_behind_an_appender_reads_nothing_unsummed(sc):
     assert fsutil.shared_cache_stats(dev)["bytes_filled"] > 0
 
 
+@pytest.mark.debug_kernel
 def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     mnt, dev = sc
     data = fsutil.pattern(16 * MiB, "conc")
@@ -565,6 +570,7 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
 
 @pytest.mark.parametrize("mount,how", [("sc", "read"), ("sc", "mmap"), ("scz", "read"),
                                        ("scz", "mmap"), ("scm", "mmap")])
+@pytest.mark.debug_kernel
 def test_memory_pressure_keeps_reads_correct(request, mount, how):
     """Three readers of three clones at once in 32 MiB: reclaim takes cache
     pages one at a time, so compressed extents are found partly cached and
@@ -650,6 +656,7 @@ def read_nowait(fd, size):
     return bytes(got[:size])
 
 
+@pytest.mark.debug_kernel
 def test_nowait_reads_serve_cached_data_and_leave_misses_to_a_retry(sc):
     mnt, dev = sc
     data = source_and_clone(mnt, dev, 4 * MiB, "nowait")
@@ -701,6 +708,7 @@ def test_nowait_reads_serve_holes_and_preallocated_ranges(sc):
 
 
 @pytest.mark.parametrize("engine", ["uring", "aio"])
+@pytest.mark.debug_kernel
 def test_io_uring_and_aio_reads_share_the_cache(sc, asyncread, engine):
     mnt, dev = sc
     data = source_and_clone(mnt, dev, 8 * MiB, engine)
@@ -869,6 +877,7 @@ def test_compressed_writes_after_clone_are_seen_by_that_file_only(scz):
         assert sha256_file(mnt / name) == sha256(expected[name]), name
 
 
+@pytest.mark.debug_kernel
 def test_compressed_freed_and_reused_space_never_serves_old_data(scz):
     mnt, dev = scz
     fsutil.run("mount", "-o", "remount,nossd", str(mnt))
@@ -898,6 +907,7 @@ def test_compressed_freed_and_reused_space_never_serves_old_data(scz):
 
 
 @pytest.mark.corrupts
+@pytest.mark.debug_kernel
 def test_compressed_checksum_failure_returns_eio_and_caches_nothing_bad(scz):
     mnt, dev = scz
     ext = 128 * 1024
@@ -962,6 +972,7 @@ def test_willneed_of_a_clone_fills_from_the_cache(sc, advice):
     assert fsutil.disk_read_bytes(dev) - disk0 < MiB
 
 
+@pytest.mark.debug_kernel
 def test_mapping_of_a_clone_sees_every_change_to_its_file(sc):
     """A clone's own folios filled from the cache behave as stock ones: a
     write, clone or hole punch of the file shows in its mapping, a write to

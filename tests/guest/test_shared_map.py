@@ -27,7 +27,9 @@ from harness.fsutil import MiB, sha256, sha256_file
 from test_shared_cache import PAGE, _fresh, assert_compressed, cold, compressed_sc
 from test_shared_cache import sc, scm  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.shared_cache
+# All of it on the debug kernel too: the mm-facing code (backing files,
+# copies kept for private mappings, uprobes) is where lockdep sees most.
+pytestmark = [pytest.mark.shared_cache, pytest.mark.debug_kernel]
 SIZE = 8 * MiB
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]

@@ -36,7 +36,9 @@ from test_shared_map import (TRACING, Caller, elf_symbol_offset, remove_uprobes,
                              uprobe_events, uprobe_hits)
 from test_shared_map import scmp  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.shared_cache
+# All of it on the debug kernel too: the mm-facing code (backing files,
+# copies kept for private mappings, uprobes) is where lockdep sees most.
+pytestmark = [pytest.mark.shared_cache, pytest.mark.debug_kernel]
 SIZE = 4 * MiB
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+# The random run is the debug kernel's widest sweep of the cache's paths.
+pytestmark = pytest.mark.debug_kernel
 SOAK = Path(__file__).resolve().parent.parent / "soak.py"
 # make test sets it for the debug kernel only: minutes per option set and
 # kernel would not fit CI's 90 minutes, and lockdep and KASAN are where a
