@@ -48,7 +48,10 @@ def parse_lock_stat(text):
             lists = 0
         elif last is not None and _DASHES.match(line):
             lists += 1
-        elif (m := _POINT.match(line)) and last is not None and 0 < lists <= len(_LISTS):
+        elif ((m := _POINT.match(line)) and last is not None and 0 < lists <= len(_LISTS)
+              and m.group(1) == re.sub(r"-[WR]$", "", last["class"])):
+            # A class that waited but was never released yet prints its
+            # lists without a class line: its names do not match the last.
             points = last[_LISTS[lists - 1]]
             points[m.group(3)] = points.get(m.group(3), 0) + int(m.group(2))
     return classes
@@ -68,20 +71,30 @@ def main():
     if not LOCK_STAT.exists():
         raise SystemExit(f"{LOCK_STAT} is missing: this kernel ({os.uname().release}) was "
                          "built without CONFIG_LOCK_STAT (scripts/kernel.sh build KERNEL lockstat)")
-    Path("/proc/sys/kernel/lock_stat").write_text("1\n")
+    if "lock debugging disabled" in LOCK_STAT.read_text():
+        raise SystemExit(f"{LOCK_STAT}: lock debugging was turned off (a lockdep report "
+                         "before the run?): its statistics are not being kept")
     runs = []
     with fsutil.bench_btrfs(args) as mnt:
         make_files(mnt, args.readers, args.size)
+        meter = fsutil.Meter(args.device)
         for kind in ("distinct", "clones"):
             fsutil.drop_caches()
             LOCK_STAT.write_text("0\n")
-            mib_per_s = read_parallel(mnt / kind, args.readers, args.size)
+            got = []
+            step = meter.measure(lambda: got.append(read_parallel(mnt / kind, args.readers,
+                                                                  args.size)))
             classes = parse_lock_stat(LOCK_STAT.read_text())
+            mib_per_s = got[0]
             top = most_contended(classes, args.top)
             print(f"{kind}, {args.readers} readers: {mib_per_s:.1f} MiB/s; most contended: "
                   + ", ".join(f"{c['class']} {c['contentions']}" for c in top[:3]), flush=True)
             runs.append({"files": kind, "readers": args.readers,
                          "mib_per_s": round(mib_per_s, 1),
+                         "disk_read_bytes": step["disk_read_bytes"],
+                         # None on stock; on pcshare, proof the reads went
+                         # through the cache.
+                         "shared_cache": step.get("shared_cache"),
                          "contentions": sum(c["contentions"] for c in classes),
                          "acquisitions": sum(c["acquisitions"] for c in classes),
                          "locks": top})

@@ -35,6 +35,9 @@ SAMPLE = "\n".join([
     "-" * 16,
     point("&mapping->i_mmap_rwsem", 2, "rmap_walk_file+0x1f/0x40"),
     stats_line("rcu_node_0", 0, 0, 500, 40.0),
+    # Waited for but never released yet: lists, no class line.
+    "-" * 16,
+    point("&sb->s_type->i_lock_key#3", 4, "iput+0x10/0x200"),
     "",
 ])
 
