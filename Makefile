@@ -21,8 +21,9 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
-	@echo "make test            build kernels, run host and guest suites (ends with a summary line)"
-	@echo "make test-debug      every guest test on the debug kernel (lockdep, KASAN), not only those"
+	@echo "make test            build kernels, run host and guest suites (ends with a summary line);"
+	@echo "                     the debug kernel runs the tests marked debug_kernel"
+	@echo "make test-debug      all guest tests on the debug kernel (lockdep, KASAN), not only those"
 	@echo "                     marked debug_kernel; before submitting a kernel change"
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> runs/unshared.json"
 	@echo "make bench-clone     readers and a writer during clones -> runs/clone.json, .png"
@@ -82,8 +83,9 @@ kernels: deps
 test: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py
 
-# Every guest test on the debug kernel, not only those marked debug_kernel
-# (about 40 min here): before submitting a kernel change.
+# All the guest tests the debug kernel runs at all, not only those marked
+# debug_kernel that make test runs there (about 40 min here): before
+# submitting a kernel change.
 test-debug: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py --kernels pcshare:debug --no-host --full-debug
 

@@ -128,26 +128,6 @@ def sampled(name, key, labels, value, unit):
     return lines
 
 
-def lockstat(top=3):
-    """bench-lockstat's table: per kernel and layout, all contentions over
-    all lock acquisitions, then the TOP classes with the most contentions,
-    their wait and the call site that waited most."""
-    data = load("lockstat.json")
-    lines = [row("kernel", "files", "lock class", "contentions", "wait", "acquisitions",
-                 "waited most in"), "|---|---|---|---:|---:|---:|---|"]
-    for r in data["runs"]:
-        if r["round"]:
-            continue
-        lines.append(row(r["kernel"], r["files"], "all", f"{r['contentions']:,}", "",
-                         f"{r['acquisitions']:,}", ""))
-        for lock in r["locks"][:top]:
-            waited = max(lock["waited_in"].items(), key=lambda p: p[1], default=("", 0))[0]
-            lines.append(row("", "", f"`{lock['class']}`", f"{lock['contentions']:,}",
-                             f"{lock['wait_total_us'] / 1000:.2f} ms",
-                             f"{lock['acquisitions']:,}", f"`{waited}`" if waited else ""))
-    return lines
-
-
 def unshared():
     data = load("unshared.json")
     median = {(r["kernel"], r["workload"]): r["median"] for r in data["runs"]}
@@ -470,8 +450,7 @@ TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
           "uring": lambda: sampled("uring.json", ("pattern", "iodepth"),
                                    ("pattern", "queue depth"), "iops", "IOPS"),
           "scaling": lambda: sampled("scaling.json", ("files", "readers"),
-                                     ("files", "readers at once"), "mib_per_s", "MiB/s"),
-          "lockstat": lockstat}
+                                     ("files", "readers at once"), "mib_per_s", "MiB/s")}
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
 

@@ -32,7 +32,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "bench_smoke: short runs of the benchmarks' guest sides")
     config.addinivalue_line("markers", "debug_kernel: make test runs it on the debug kernel "
                             "(lockdep, KASAN) too: the mm-facing code, error and race paths, "
-                            "the soak (make test-debug runs every test there)")
+                            "the soak (make test-debug runs the unmarked ones there as well)")
     config.addinivalue_line("markers", "corrupts: corrupts blocks on purpose, so the fixture "
                             "expects checksum errors")
     if not os.environ.get("PCSHARE_DISKS"):
