@@ -83,11 +83,12 @@ def parse_sampling(ap, min_size):
     return args, size
 
 
-def built_kernels(args):
-    """ARGS.kernels as a list, each built (scripts/kernel.sh) and current."""
+def built_kernels(args, variant="default"):
+    """ARGS.kernels as a list, each built as VARIANT (scripts/kernel.sh)
+    and current."""
     kernels = [k for k in args.kernels.split(",") if k]
     for kernel in kernels:
-        vm.build_kernel(kernel)
+        vm.build_kernel(kernel, variant)
     return kernels
 
 

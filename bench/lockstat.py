@@ -71,9 +71,7 @@ def main():
     size = vm.parse_size(args.size)
     if size < (1 << 20) or min(args.rounds, args.readers, args.cpus, args.top) < 1:
         ap.error("--size: at least 1 MiB; --rounds, --readers, --cpus, --top: positive")
-    kernels = [k for k in args.kernels.split(",") if k]
-    for kernel in kernels:
-        vm.build_kernel(kernel, VARIANT)
+    kernels = guestbench.built_kernels(args, VARIANT)
     runs, releases = [], {}
     for r in range(args.rounds):
         for kernel in kernels:

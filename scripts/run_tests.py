@@ -77,10 +77,9 @@ def main():
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--durations=20",
                    "--junitxml=/run/pcshare/out/junit.xml", "tests/guest"]
         env = {}
-        deselected = []
+        selected, deselected = [], []
         # What the kernel has is probed in the guest (harness.features):
         # tests of features it lacks skip, naming why.
-        selected = []
         if variant == "debug":
             # Every btrfs test through the cache only: the debug kernel, 2-3x
             # slower, is there for lockdep and KASAN on the series' code.
@@ -102,9 +101,9 @@ def main():
         if args.keyword:
             command += ["-k", args.keyword]
         t0 = time.monotonic()
-        # A hung guest fails at this timeout. The default kernel's suite
-        # took 13 min on a fast day and over 20 on a slow one (builds 2.6x
-        # slower, guests 2x), which the old 20 min limit called a hang.
+        # A hung guest fails at this timeout. The pcshare default suite
+        # took 13 min on a fast day and about 33 on a slow one, which the
+        # old 20 min limit called a hang.
         timeout = 3600 if variant == "debug" else 2700
         result = vm.run_vm(command, kernel=kernel, variant=variant, disks=["8G"],
                            mem="3G", timeout=timeout, out_dir=run_dir, env=env)

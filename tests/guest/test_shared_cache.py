@@ -568,8 +568,9 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     assert not errors, f"readers saw wrong data: {errors}"
 
 
-# On the debug kernel (4-5 min each there) the cases whose reclaim meets
-# code the others do not: the cache, the compressed cache, content inodes.
+# On the debug kernel only the cases whose reclaim meets code the others
+# do not (the cache, the compressed cache, content inodes): the mmap ones
+# of unbound files took 4-5 min each there.
 DEBUG = pytest.mark.debug_kernel
 
 
