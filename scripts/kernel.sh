@@ -287,10 +287,28 @@ build_tree() {
 # C files each patch touches with W=1 (those the default config builds; the
 # others are named); stop at the first patch that fails.
 # The layout mirrors pcshare/, so ccache serves what the kernel builds
-# already compiled: a run costs a few minutes per patch, not a kernel each.
+# already compiled; a patch that changes a header most of the kernel
+# includes (fs.h, mm.h, pagemap.h) still costs a full build.
+#
+# A run resumes: each patch that passes is recorded in $cache/check/passed
+# under a chain of content ids (git patch-id of it and of every patch
+# before it), so a run stopped part way, or a series changed only at its
+# end, starts at the first patch not yet checked in that chain.
+
+# The chain id after each patch: sha256 of the previous id and the patch's
+# patch-id, which ignores commit ids, dates and line numbers.
+series_chain() {
+	local p id chain=base
+	for p in $(series_patches); do
+		id=$(git patch-id --stable <"$p" | cut -d' ' -f1)
+		chain=$(printf '%s %s' "$chain" "$id" | sha256sum | cut -d' ' -f1)
+		echo "$chain $p"
+	done
+}
+
 cmd_check_series() {
 	local wt=$cache/check/src out=$cache/check/build-default base=$cache/stock/src
-	local p n=0 total objs warnings
+	local passed=$cache/check/passed chain p n=0 total objs warnings skip=0
 	cmd_source
 	total=$(series_patches | wc -l)
 	if [ ! -d "$wt" ]; then
@@ -298,15 +316,23 @@ cmd_check_series() {
 		git -C "$base" worktree prune
 		git "${git_id[@]}" -C "$base" worktree add -q --detach "$wt" pcshare-base
 	fi
+	touch "$passed"
+	# The patches already checked in this chain are applied without a build.
+	while read -r chain p; do
+		grep -qx "$chain" "$passed" || break
+		skip=$((skip + 1))
+	done < <(series_chain)
 	git -C "$wt" am --abort >/dev/null 2>&1 || true
 	git "${git_id[@]}" -C "$wt" checkout -q --force --detach pcshare-base
 	git -C "$wt" clean -qfdx
-	for p in $(series_patches); do
+	[ "$skip" = 0 ] || log "patches 1-$skip were checked before (in $passed); resuming at $((skip + 1))"
+	while read -r chain p; do
 		n=$((n + 1))
-		log "[$n/$total] $(basename "$p")"
-		git "${git_id[@]}" -C "$wt" am -q --3way "$p" ||
+		git "${git_id[@]}" -C "$wt" am -q --3way "$p" </dev/null ||
 			{ git -C "$wt" am --abort || true; die "[$n/$total] $(basename "$p") does not apply"; }
-		build_tree "$wt" "$out" pcshare default bzImage ||
+		[ "$n" -gt "$skip" ] || continue
+		log "[$n/$total] $(basename "$p")"
+		build_tree "$wt" "$out" pcshare default bzImage </dev/null ||
 			die "[$n/$total] $(basename "$p"): the kernel does not build"
 		objs=
 		for o in $(git -C "$wt" diff --name-only HEAD~1 HEAD -- '*.c' | sed 's/\.c$/.o/'); do
@@ -314,13 +340,15 @@ cmd_check_series() {
 			# missing CONFIG_ symbols, not on the patch.
 			if [ -f "$out/$o" ]; then objs="$objs $o"; else log "  $o: not in the default config, not compiled"; fi
 		done
-		[ -n "$objs" ] || continue
-		# shellcheck disable=SC2086
-		warnings=$(make -s -C "$wt" O="$out" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)" W=1 $objs 2>&1 |
-			grep -E 'warning:|error:' || true)
-		[ -z "$warnings" ] || die "[$n/$total] $(basename "$p"): W=1 warnings:
+		if [ -n "$objs" ]; then
+			# shellcheck disable=SC2086
+			warnings=$(make -s -C "$wt" O="$out" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)" W=1 $objs 2>&1 </dev/null |
+				grep -E 'warning:|error:' || true)
+			[ -z "$warnings" ] || die "[$n/$total] $(basename "$p"): W=1 warnings:
 $warnings"
-	done
+		fi
+		echo "$chain" >>"$passed"
+	done < <(series_chain)
 	log "all $total patches build (bzImage, and W=1 for the files each touches)"
 }
 
