@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Plot results/vm.json: page cache growth and disk bytes (in images) after
-N clones, per fio engine, stock against pcshare.
+N clones, per fio engine and subvolume (writable, then read-only), stock
+against pcshare.
 usage: python3 -m bench.plot_vmimage JSON PNG"""
 import sys
 
@@ -9,7 +10,8 @@ from bench.plotting import main, plt
 
 def draw(result):
     image = result["image_bytes"]
-    engines = list(dict.fromkeys(r["engine"] for r in result["runs"]))
+    where = lambda r: r.get("subvolume", "writable")  # noqa: E731
+    engines = list(dict.fromkeys((where(r), r["engine"]) for r in result["runs"]))
     fig, axes = plt.subplots(2, len(engines), figsize=(4 * len(engines), 7),
                              sharey="row", squeeze=False)
     for col, engine in enumerate(engines):
@@ -21,11 +23,11 @@ def draw(result):
                                   ("pcshare", dict(color="tab:green", lw=1.5, ms=5))):
                 for access, line in (("seq", "o-"), ("rand", "s--")):
                     pts = sorted((r["clones"], r[key] / image) for r in result["runs"]
-                                 if (r["kernel"], r["engine"], r["access"])
+                                 if (r["kernel"], (where(r), r["engine"]), r["access"])
                                  == (kernel, engine, access))
                     if pts:
                         ax.plot(*zip(*pts), line, label=f"{kernel} {access}", **style)
-            ax.set_title(f"{engine}: {label}")
+            ax.set_title(f"{engine[1]}, {engine[0]}: {label}", fontsize=10)
             ax.set_xlabel("clones read")
             ax.grid(alpha=0.3)
         axes[0][col].legend(fontsize=8)

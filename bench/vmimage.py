@@ -8,10 +8,14 @@ bench/vmimage_guest.py: a raw image (--size, an ext4 filesystem with files in
 it) cloned 8 times, then for each fio engine (psync and io_uring buffered,
 libaio on O_DIRECT, mmap) and access (sequential 1 MiB, random 64 KiB)
 the clones read one after the other with caches dropped first; page cache
-growth and disk bytes after 1, 4 and 8 clones. Writes runs/vm.json
+growth and disk bytes after 1, 4 and 8 clones. Then the images' subvolume
+is made read-only and mmap reads them again, sequentially: those mappings
+are bound to one shared copy, and the first clone's time is a cold mapped
+read of a bound file. Writes runs/vm.json
 
-    {"image_bytes": int, "runs": [{"kernel", "engine", "access", "clones",
-     "cache_growth_bytes", "disk_read_bytes", "seconds", "shared_cache"}]}
+    {"image_bytes": int, "runs": [{"kernel", "subvolume": "writable" | "read-only",
+     "engine", "access", "clones", "cache_growth_bytes", "disk_read_bytes",
+     "seconds"}]}
 
 and runs/vm.png. This shows which I/O paths share today.
 """
@@ -22,7 +26,7 @@ from harness import vm
 
 
 def table(result):
-    return guestbench.in_images_table(result, ("engine", "access", "clones"))
+    return guestbench.in_images_table(result, ("subvolume", "engine", "access", "clones"))
 
 
 def main():
@@ -30,6 +34,9 @@ def main():
     ap.add_argument("--size", default="256M",
                     help="disk image size; it holds the python standard library")
     ap.add_argument("--clones", default="1,4,8", help="values of N")
+    ap.add_argument("--readonly-engines", default="mmap",
+                    help="fio engines run again once the images' subvolume is read-only "
+                    "(default mmap; empty: none)")
     args = ap.parse_args()
     size = vm.parse_size(args.size)
     guestbench.positive_list(ap, "--clones", args.clones)
@@ -44,7 +51,8 @@ def main():
               **guestbench.provenance()}
     for kernel in kernels:
         print(f"== {kernel}", flush=True)
-        got = guestbench.run("vmimage", kernel, ["--size", str(size), "--clones", args.clones],
+        got = guestbench.run("vmimage", kernel, ["--size", str(size), "--clones", args.clones,
+                              "--readonly-engines", args.readonly_engines],
                              disk=str(size * 3 + (1 << 30)), mem="4G",
                              shared_cache="shared_cache_map")
         result["runs"] += [{"kernel": kernel, **r} for r in got["runs"]]

@@ -10,6 +10,13 @@ max(--clones) times with `cp --reflink=always`. Then, per fio engine
 block once), caches are dropped and the clones are read one after the
 other the way a VM's disk backend reads its disk; page cache growth and
 disk bytes are recorded cumulatively after each N in --clones.
+
+The images live in a subvolume of their own. After the engines above, it
+is made read-only (a golden image's snapshot) and the --readonly-engines
+read the clones again, sequentially: with shared_cache_map their mappings
+are bound to one shared copy, and the first clone's time is a cold mapped
+read of a bound file. Each row says which ("subvolume": "writable" or
+"read-only").
 """
 import json
 import os
@@ -56,40 +63,52 @@ def main():
     ap.add_argument("--clones", default="1,4,8", help="values of N")
     ap.add_argument("--engines", default=",".join(ENGINES),
                     help=f"fio engines (default {','.join(ENGINES)})")
+    ap.add_argument("--readonly-engines", default="mmap",
+                    help="fio engines run again, sequential access only, once the images' "
+                    "subvolume is read-only (default mmap; empty: none)")
     ap.add_argument("--fill-from", default=None,
                     help="host directory copied into the image's ext4 (default: the "
                     "standard library of /usr/bin/python3, about 60 MiB)")
     args = ap.parse_args()
-    unknown = set(args.engines.split(",")) - set(ENGINES)
-    if unknown:
-        ap.error(f"--engines: unknown {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
+    for option, value in (("--engines", args.engines),
+                          ("--readonly-engines", args.readonly_engines)):
+        unknown = set(filter(None, value.split(","))) - set(ENGINES)
+        if unknown:
+            ap.error(f"{option}: unknown {', '.join(sorted(unknown))}; known: "
+                     f"{', '.join(ENGINES)}")
     if args.fill_from is None:
         args.fill_from = str(fsutil.system_python_stdlib())
     counts = sorted(int(n) for n in args.clones.split(","))
-    engines = args.engines.split(",")
+    steps = [("writable", engine, access)
+             for engine in filter(None, args.engines.split(",")) for access in ACCESS]
+    steps += [("read-only", engine, "seq")
+              for engine in filter(None, args.readonly_engines.split(","))]
     meter = fsutil.Meter(args.device)
     runs = []
     with fsutil.bench_btrfs(args) as mnt:
-        make_image(mnt / "base.img", args.size, args.fill_from)
-        clones = [mnt / f"vm{i}.img" for i in range(counts[-1])]
+        images = mnt / "images"
+        fsutil.run("btrfs", "subvolume", "create", str(images))
+        make_image(images / "base.img", args.size, args.fill_from)
+        clones = [images / f"vm{i}.img" for i in range(counts[-1])]
         for clone in clones:
-            fsutil.run("cp", "--reflink=always", str(mnt / "base.img"), str(clone))
+            fsutil.run("cp", "--reflink=always", str(images / "base.img"), str(clone))
         fsutil.run("btrfs", "filesystem", "sync", str(mnt))
-        for engine in engines:
-            for access in ACCESS:
-                fsutil.drop_caches()
-                fsutil.load_fio(mnt)
-                start = meter.snapshot()
-                for i, clone in enumerate(clones, 1):
-                    fio_read(clone, engine, access)
-                    if i in counts:
-                        row = {"engine": engine, "access": access, "clones": i,
-                               **meter.since(start)}
-                        runs.append(row)
-                        print(f"vm: {engine:14} {access:4} N={i}  cache +"
-                              f"{row['cache_growth_bytes'] >> 20:5} MiB  disk "
-                              f"{row['disk_read_bytes'] >> 20:5} MiB  {row['seconds']:7.2f} s",
-                              flush=True)
+        for subvolume, engine, access in steps:
+            if subvolume == "read-only":
+                fsutil.run("btrfs", "property", "set", "-ts", str(images), "ro", "true")
+            fsutil.drop_caches()
+            fsutil.load_fio(mnt)
+            start = meter.snapshot()
+            for i, clone in enumerate(clones, 1):
+                fio_read(clone, engine, access)
+                if i in counts:
+                    row = {"subvolume": subvolume, "engine": engine, "access": access,
+                           "clones": i, **meter.since(start)}
+                    runs.append(row)
+                    print(f"vm: {subvolume:9} {engine:14} {access:4} N={i}  cache +"
+                          f"{row['cache_growth_bytes'] >> 20:5} MiB  disk "
+                          f"{row['disk_read_bytes'] >> 20:5} MiB  {row['seconds']:7.2f} s",
+                          flush=True)
     Path(args.json).write_text(json.dumps(
         {"image_bytes": args.size, "kernel_release": os.uname().release,
          "mount_options": args.mount_options, "runs": runs}, indent=2) + "\n")
