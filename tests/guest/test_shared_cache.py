@@ -399,14 +399,19 @@ def test_checksum_failure_returns_eio_and_caches_nothing_bad(sc, tmp_path):
 
 def test_counters_are_readable_by_root_only(sc):
     """Hits and misses on shared extents would tell one tenant what another
-    reads: the counters are mode 0400, and another user cannot read them."""
+    reads: the counters are mode 0400, the one knob 0600, and another user
+    cannot read them."""
     mnt, dev = sc
     directory = fsutil.btrfs_sysfs_dir(dev) / "shared_cache"
     names = sorted(p.name for p in directory.iterdir())
     assert names == ["bytes_filled", "bytes_served", "hits", "invalidations",
-                     "mapped_aliases", "mapped_attaches", "mapped_bytes_read", "mapped_kept",
-                     "mapped_kept_bytes", "mapped_pages", "misses", "resident_pages"]
-    assert {oct(os.stat(directory / n).st_mode & 0o777) for n in names} == {"0o400"}
+                     "mapped_aliases", "mapped_attaches", "mapped_bytes_read",
+                     "mapped_keep_limit", "mapped_keep_refused", "mapped_keep_reserved",
+                     "mapped_kept", "mapped_kept_bytes", "mapped_pages", "misses",
+                     "resident_pages"]
+    modes = {n: oct(os.stat(directory / n).st_mode & 0o777) for n in names}
+    assert modes.pop("mapped_keep_limit") == "0o600"
+    assert set(modes.values()) == {"0o400"}
     pid = os.fork()
     if pid == 0:
         os.setgid(65534)

@@ -5,7 +5,8 @@ shared_cache_map_private).
 Containers run from writable snapshots of an image (Docker's and Podman's
 btrfs drivers); ld.so and exec map their binaries and libraries privately.
 ->mmap binds such a mapping, once, to the content inode of the file's
-extent layout, while the file has no writer and only for its owner.  The
+extent layout, while the file has no writer, for its owner and, within
+shared_cache/mapped_keep_limit, for other users.  The
 first operation that then changes the file (a write, fallocate, a clone into
 it, a shrinking truncate) reflinks it into an internal orphan first and the
 bound mappings read that copy: they keep the data they were made with
@@ -31,7 +32,7 @@ from harness import fsutil
 from harness.fsutil import MiB, sha256, sha256_file
 
 from test_shared_cache import PAGE, cold
-from test_shared_map import Hold, Mapped, assert_not_bound_beside, mapped_stats
+from test_shared_map import MADV_PAGEOUT, Hold, Mapped, assert_not_bound_beside, mapped_stats
 from test_shared_map import (TRACING, Caller, elf_symbol_offset, remove_uprobes, tracefs,
                              uprobe_events, uprobe_hits)
 from test_shared_map import scmp  # noqa: F401 (fixture)
@@ -358,10 +359,12 @@ def test_opening_for_writing_waits_for_no_one(scmp):
 
 def test_a_binding_made_while_the_file_is_written_is_dropped(scmp):
     """A mapping gets the file's source (no writer yet) and is held there
-    (map_bind); a writer then switches the source to a copy, writes and
-    commits, so the key the mapping builds next names the written data,
-    which the copy does not hold.  The mapping must not bind (stock path)
-    and shows the written data, as a mapping made after a write does."""
+    (map_bind); a writer then retires the source, writes and commits, so
+    the key the mapping builds next names the written data.  The mapping
+    must not bind (stock path) and shows the written data, as a mapping
+    made after a write does; and the writer copied nothing, since no
+    binding was made through the source (a mapper cannot make a writer
+    pay for a copy nobody reads)."""
     mnt, dev = scmp
     writable_image(mnt, dev, 1, "bind-race")
     m0 = mapped_stats(dev)
@@ -370,7 +373,7 @@ def test_a_binding_made_while_the_file_is_written_is_dropped(scmp):
     assert child.returncode == 0 and out.strip() == sha256(new)
     m1 = mapped_stats(dev)
     assert m1["mapped_attaches"] == m0["mapped_attaches"]
-    assert m1["mapped_kept"] == m0["mapped_kept"] + 1
+    assert m1["mapped_kept"] == m0["mapped_kept"]
 
 
 # Maps argv[1] privately, reads its first half, says so, waits for a line
@@ -667,25 +670,216 @@ def test_uprobes_follow_private_mappings_across_a_change_of_their_file(scmp):
     assert codes == [0] * len(callers)
 
 
-def test_only_the_owner_binds(scmp):
-    """A binding may cost the file's writers a copy and keeps its space: a
-    user who may only read the file maps it on the stock path."""
-    mnt, dev = scmp
-    data = writable_image(mnt, dev, 1, "owner")
-    os.chmod(mnt / "c0" / "f", 0o644)
-    m0 = mapped_stats(dev)
-    script = ("import hashlib, mmap, os, sys\n"
-              "f = open(sys.argv[1], 'rb')\n"
+class OtherUser:
+    """A process of user nobody that maps, privately and on command, the
+    files PATHS, opened before it dropped root (the test's directories are
+    root's), and answers with the mapping's SHA-256.  A path given twice
+    is mapped twice."""
+
+    SCRIPT = ("import hashlib, mmap, os, sys\n"
+              "files = [open(p, 'rb') for p in sys.argv[1:]]\n"
               "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
-              "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)\n"
-              "print(hashlib.sha256(m[:]).hexdigest(), flush=True)\n")
-    out = subprocess.run(["python3", "-S", "-c", script, str(mnt / "c0" / "f")],
-                         capture_output=True, text=True, check=True).stdout
-    assert out.strip() == sha256(data)
-    assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"]
-    m = Mapped(mnt / "c0" / "f", private=True)
+              "maps = {}\n"
+              "print('up', flush=True)\n"
+              "for line in sys.stdin:\n"
+              "    op, i = line.split()\n"
+              "    i = int(i)\n"
+              "    if op == 'map':\n"
+              "        maps[i] = mmap.mmap(files[i].fileno(), 0, access=mmap.ACCESS_COPY)\n"
+              "    elif op == 'pageout':\n"
+              "        maps[i].madvise(%d)\n"
+              "    elif op == 'unmap':\n"
+              "        maps.pop(i).close()\n"
+              "    print(hashlib.sha256(maps[i][:]).hexdigest() if i in maps else 'unmapped',\n"
+              "          flush=True)\n") % MADV_PAGEOUT
+
+    def __init__(self, *paths):
+        self.proc = subprocess.Popen(["python3", "-S", "-c", self.SCRIPT, *map(str, paths)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "up"
+
+    def ask(self, op, i):
+        self.proc.stdin.write(f"{op} {i}\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def finish(self):
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=60)
+
+
+def keep_limit(dev):
+    return fsutil.btrfs_sysfs_dir(dev) / "shared_cache" / "mapped_keep_limit"
+
+
+def assert_refused(user, i, data, dev):
+    """USER's mapping of its file I shows DATA, through the stock path that
+    the limit sent it to; it is unmapped again.  Returns the counters."""
+    m0 = mapped_stats(dev)
+    assert user.ask("map", i) == sha256(data)
+    m1 = mapped_stats(dev)
+    assert m1["mapped_attaches"] == m0["mapped_attaches"]
+    assert m1["mapped_keep_refused"] == m0["mapped_keep_refused"] + 1
+    assert user.ask("unmap", i) == "unmapped"
+    return m1
+
+
+def test_other_users_bind_up_to_the_keep_limit(scmp):
+    """A binding may cost the file's writers a copy and keeps its space:
+    the owner pays for its own, and another user's bindings reserve the
+    disk bytes a copy would keep, once per version of a file (however
+    many mappings of it, whoever bound it first) and until its last
+    binding goes, against mapped_keep_limit (default 0: only owners bind).
+    Past it a mapping takes the stock path; under it the owner's write
+    copies the file for another user's mapping as for its own."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 2, "others")
+    knob = keep_limit(dev)
+    assert knob.read_text() == "0\n"
+    c0, c1 = mnt / "c0" / "f", mnt / "c1" / "f"
+    user = OtherUser(c0, c1, c0)
+    own = None
     try:
-        assert m.sha() == sha256(data)
+        m1 = assert_refused(user, 0, data, dev)
+        # Room for one file, not two.
+        knob.write_text(f"{SIZE + SIZE // 2}\n")
+        own = Mapped(c1, private=True)
+        assert own.sha() == sha256(data)
+        assert user.ask("map", 0) == sha256(data)
+        assert user.ask("map", 2) == sha256(data)
+        m2 = mapped_stats(dev)
+        assert m2["mapped_attaches"] == m1["mapped_attaches"] + 3
+        assert m2["mapped_keep_reserved"] == SIZE
+        # The owner bound c1 first: the other user's binding must reserve.
+        assert user.ask("map", 1) == sha256(data)
+        m3 = mapped_stats(dev)
+        assert m3["mapped_attaches"] == m2["mapped_attaches"]
+        assert m3["mapped_keep_refused"] == m2["mapped_keep_refused"] + 1
+        assert m3["mapped_keep_reserved"] == SIZE
+        assert user.ask("unmap", 1) == "unmapped"
+        new = fsutil.pattern(SIZE, "the owner wrote")
+        overwrite(c0, new)
+        assert mapped_stats(dev)["mapped_kept"] == m3["mapped_kept"] + 1
+        fsutil.run("sync")
+        assert user.ask("pageout", 0) == sha256(data)
+        fsutil.drop_caches()
+        assert user.ask("pageout", 2) == sha256(data)
+        assert sha256_file(c0) == sha256(new)
+        # The reservation lives as long as the copy it paid for.
+        assert user.ask("unmap", 0) == "unmapped"
+        assert mapped_stats(dev)["mapped_keep_reserved"] == SIZE
+        assert user.ask("unmap", 2) == "unmapped"
+        assert mapped_stats(dev)["mapped_keep_reserved"] == 0
+        # Now c1, which the owner still maps, fits; it stays reserved after
+        # the owner's mapping goes, until the other user's does.
+        assert user.ask("map", 1) == sha256(data)
+        assert mapped_stats(dev)["mapped_keep_reserved"] == SIZE
+        own.close()
+        own = None
+        assert mapped_stats(dev)["mapped_keep_reserved"] == SIZE
+        assert user.ask("unmap", 1) == "unmapped"
+    finally:
+        if own:
+            own.close()
+        code = user.finish()
+        knob.write_text("0\n")
+    assert code == 0
+    assert mapped_stats(dev)["mapped_keep_reserved"] == 0
+
+
+def test_other_users_bind_only_files_cheap_to_copy(scmp):
+    """A copy costs the writer a step per file extent item: another user
+    binds no file of more than 1024, whatever the limit, even one whose
+    extents the key merges (1025 preallocated blocks, one zero segment);
+    the owner does."""
+    mnt, dev = scmp
+    fsutil.run("btrfs", "subvolume", "create", str(mnt / "c0"))
+    path = mnt / "c0" / "f"
+    with open(path, "wb") as f:
+        for i in range(1025):
+            os.posix_fallocate(f.fileno(), i * PAGE, PAGE)
+    cold(mnt, dev)
+    dump = fsutil.run("btrfs", "inspect-internal", "dump-tree", "-t",
+                      fsutil.btrfs_root_id(mnt / "c0"), dev)
+    # Leaves' items, not the keys of the nodes above them.
+    assert len(re.findall(r"item \d+ key \(\d+ EXTENT_DATA ", dump)) == 1025
+    knob = keep_limit(dev)
+    knob.write_text(f"{1 << 30}\n")
+    m0 = mapped_stats(dev)
+    user = OtherUser(path)
+    try:
+        assert user.ask("map", 0) == sha256(bytes(1025 * PAGE))
+        m1 = mapped_stats(dev)
+        assert m1["mapped_attaches"] == m0["mapped_attaches"]
+        assert m1["mapped_keep_reserved"] == 0
+        assert m1["mapped_keep_refused"] == m0["mapped_keep_refused"]
+        assert user.ask("unmap", 0) == "unmapped"
+    finally:
+        code = user.finish()
+        knob.write_text("0\n")
+    assert code == 0
+    own = Mapped(path, private=True)
+    try:
+        assert own.sha() == sha256(bytes(1025 * PAGE))
         assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"] + 1
     finally:
-        m.close()
+        own.close()
+
+
+def test_overlayfs_mappings_are_judged_by_the_task_not_the_mounter(scmp):
+    """Overlayfs calls btrfs's ->mmap with its mounter's credentials (root
+    here): the owner rule must judge the task mapping the file, so another
+    user mapping root's file through the overlay is not its owner."""
+    mnt, dev = scmp
+    data = writable_image(mnt, dev, 1, "overlay-owner")
+    upper, work, top = (mnt / d for d in ("upper", "work", "merged"))
+    for d in (upper, work, top):
+        d.mkdir()
+    fsutil.run("mount", "-t", "overlay", "overlay", "-o",
+               f"lowerdir={mnt / 'c0'},upperdir={upper},workdir={work}", str(top))
+    try:
+        user = OtherUser(top / "f")
+        try:
+            m0 = assert_refused(user, 0, data, dev)
+        finally:
+            assert user.finish() == 0
+        own = Mapped(top / "f", private=True)
+        try:
+            assert own.sha() == sha256(data)
+            assert mapped_stats(dev)["mapped_attaches"] == m0["mapped_attaches"] + 1
+        finally:
+            own.close()
+    finally:
+        fsutil.run("umount", str(top))
+
+
+def test_the_keep_limit_takes_a_number_of_bytes_from_root(scmp):
+    """mapped_keep_limit takes a decimal number of bytes from root;
+    anything else is EINVAL, more than fits in s64 ERANGE, another user
+    may not open it, and the limit stays what it was."""
+    mnt, dev = scmp
+    knob = keep_limit(dev)
+    try:
+        for text, value in (("1073741824", 1 << 30), ("4096\n", 4096)):
+            knob.write_text(text)
+            assert int(knob.read_text()) == value
+        for text, err in (("1G", errno.EINVAL), ("abc", errno.EINVAL), ("-1", errno.EINVAL),
+                          ("12 34", errno.EINVAL), ("0x10", errno.EINVAL), ("\n", errno.EINVAL),
+                          (str(1 << 63), errno.ERANGE), (str(1 << 64), errno.ERANGE)):
+            with pytest.raises(OSError) as raised:
+                knob.write_text(text)
+            assert raised.value.errno == err, text
+        assert int(knob.read_text()) == 4096
+        pid = os.fork()
+        if pid == 0:
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                knob.write_text("0\n")
+            except PermissionError:
+                os._exit(0)
+            os._exit(1)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert int(knob.read_text()) == 4096
+    finally:
+        knob.write_text("0\n")
