@@ -838,7 +838,8 @@ def fake_counters(fs, tmp_path, values=(1, 2, 3, 4, 5, 6), mapped=None):
                             "bytes_served", "invalidations"], values):
         (counters / name).write_text(f"{value}\n")
     for name, value in zip(["mapped_aliases", "mapped_pages", "mapped_attaches",
-                            "mapped_bytes_read", "mapped_kept", "mapped_kept_bytes"],
+                            "mapped_bytes_read", "mapped_kept", "mapped_kept_bytes",
+                            "mapped_keep_limit", "mapped_keep_reserved", "mapped_keep_refused"],
                            mapped or ()):
         (counters / name).write_text(f"{value}\n")
     return dict(os.environ, PCSHARE_SYSFS=str(tmp_path / "sysfs"))
@@ -850,7 +851,8 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     assert {k: v for k, v in stats.items() if k.startswith("mapped_")} == {
         "mapped_aliases": 2, "mapped_pages": 2048, "mapped_bytes": 2048 * os.sysconf("SC_PAGESIZE"),
         "mapped_attaches": 5, "mapped_bytes_read": 3 << 20, "mapped_kept": None,
-        "mapped_kept_bytes": None}
+        "mapped_kept_bytes": None, "mapped_keep_limit": None, "mapped_keep_reserved": None,
+        "mapped_keep_refused": None}
     text = tool("stat", fs, env=env).stdout
     assert "mappings       8.0 MiB in 2 shared copies of mapped files; 5 mappings bound, " \
            "3.0 MiB read from disk" in text
@@ -867,8 +869,18 @@ def test_stat_shows_shared_mappings_when_the_kernel_counts_them(fs, tmp_path):
     stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
     assert (stats["mapped_kept"], stats["mapped_kept_bytes"]) == (3, 5 << 20)
     assert "kept           3 files copied before a change, for the private maps made before " \
-        "it; the copies still mapped can hold 5.0 MiB of disk once their files are " \
-        "rewritten\n" in tool("stat", fs, env=env).stdout
+        "it; copies still mapped: 5.0 MiB (their files' sizes when copied)\n" \
+        in tool("stat", fs, env=env).stdout
+    # btrfs/0042 adds the budget for other users' private maps, all three files at once.
+    for name, value in (("mapped_keep_limit", 512 << 20), ("mapped_keep_reserved", 4 << 20),
+                        ("mapped_keep_refused", 7)):
+        (Path(env["PCSHARE_SYSFS"]) / stats["fsid"] / "shared_cache" / name).write_text(
+            f"{value}\n")
+    stats = json.loads(tool("stat", "--json", fs, env=env).stdout)
+    assert (stats["mapped_keep_limit"], stats["mapped_keep_reserved"],
+            stats["mapped_keep_refused"]) == (512 << 20, 4 << 20, 7)
+    # This host's mount has no shared_cache_map_private: the budget is not shown.
+    assert "other users" not in tool("stat", fs, env=env).stdout
 
 
 def test_stat_says_whether_mappings_are_shared(fs, tmp_path):

@@ -122,13 +122,16 @@ static int run_stat(int argc, char **argv, const char **path)
 				       /* Since btrfs/0032. */
 				       "mapped_kept",
 				       /* Since btrfs/0039. */
-				       "mapped_kept_bytes" };
+				       "mapped_kept_bytes",
+				       /* Since btrfs/0042. */
+				       "mapped_keep_limit", "mapped_keep_reserved",
+				       "mapped_keep_refused" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
-	uint64_t v[12], saved, lookups;
+	uint64_t v[15], saved, lookups;
 	/* Counters the kernel has: each patch adds its own after the last. */
-	int have = 12;
-	bool mapped, kept, kept_bytes;
+	int have = 15;
+	bool mapped, kept, kept_bytes, keep;
 	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
 	char uuid[37], h1[32], h2[32], h3[32], h4[32];
 	struct statfs sfs;
@@ -173,7 +176,7 @@ static int run_stat(int argc, char **argv, const char **path)
 			*p++ = '-';
 	}
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
-	for (i = 0; i < 12; i++) {
+	for (i = 0; i < 15; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
 		e = read_counter(file, text, sizeof(text), &v[i]);
 		if (e == ENOENT && i >= 6) {
@@ -199,6 +202,7 @@ static int run_stat(int argc, char **argv, const char **path)
 	mapped = have >= 10;
 	kept = have >= 11;
 	kept_bytes = have >= 12;
+	keep = have >= 15;
 	on = cache_enabled(fd, mnt, sizeof(mnt));
 	lookups = v[1] + v[2];
 	saved = v[4] > v[3] ? v[4] - v[3] : 0;
@@ -236,9 +240,16 @@ static int run_stat(int argc, char **argv, const char **path)
 		else
 			fputs(", \"mapped_kept\": null", stdout);
 		if (kept_bytes)
-			printf(", \"mapped_kept_bytes\": %" PRIu64 "}\n", v[11]);
+			printf(", \"mapped_kept_bytes\": %" PRIu64, v[11]);
 		else
-			fputs(", \"mapped_kept_bytes\": null}\n", stdout);
+			fputs(", \"mapped_kept_bytes\": null", stdout);
+		if (keep)
+			printf(", \"mapped_keep_limit\": %" PRIu64 ", \"mapped_keep_reserved\": %"
+			       PRIu64 ", \"mapped_keep_refused\": %" PRIu64 "}\n",
+			       v[12], v[13], v[14]);
+		else
+			fputs(", \"mapped_keep_limit\": null, \"mapped_keep_reserved\": null"
+			      ", \"mapped_keep_refused\": null}\n", stdout);
 		return EXIT_OK;
 	}
 	printf("%s (btrfs %s): shared extent cache %s\n", mnt[0] ? mnt : *path, uuid,
@@ -271,10 +282,20 @@ static int run_stat(int argc, char **argv, const char **path)
 		printf("  kept           %" PRIu64 " file%s copied before a change, for the private"
 		       " maps made before it", v[10], v[10] == 1 ? "" : "s");
 	if (kept_bytes)
-		printf("; the copies still mapped can hold %s of disk once their files are"
-		       " rewritten", human(v[11], h3, sizeof(h3)));
+		printf("; copies still mapped: %s (their files' sizes when copied)",
+		       human(v[11], h3, sizeof(h3)));
 	if (kept)
 		putchar('\n');
+	/* Other users than the files' owners share private maps within a budget. */
+	if (!keep || (on >= 0 && !(on & PRIVATE_SHARED)))
+		return EXIT_OK;
+	if (v[12])
+		printf("  other users    %s of %s reserved for the copies their private maps may"
+		       " keep; %" PRIu64 " maps not shared for want of room\n",
+		       human(v[13], h1, sizeof(h1)), human(v[12], h2, sizeof(h2)), v[14]);
+	else
+		printf("  other users    their private maps are not shared (mapped_keep_limit 0);"
+		       " %" PRIu64 " maps\n", v[14]);
 	return EXIT_OK;
 }
 
