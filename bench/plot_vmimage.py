@@ -6,12 +6,12 @@ usage: python3 -m bench.plot_vmimage JSON PNG"""
 import sys
 
 from bench.plotting import main, plt
+from bench.vmimage import subvolume_of
 
 
 def draw(result):
     image = result["image_bytes"]
-    where = lambda r: r.get("subvolume", "writable")  # noqa: E731
-    engines = list(dict.fromkeys((where(r), r["engine"]) for r in result["runs"]))
+    engines = list(dict.fromkeys((subvolume_of(r), r["engine"]) for r in result["runs"]))
     fig, axes = plt.subplots(2, len(engines), figsize=(4 * len(engines), 7),
                              sharey="row", squeeze=False)
     for col, engine in enumerate(engines):
@@ -23,7 +23,7 @@ def draw(result):
                                   ("pcshare", dict(color="tab:green", lw=1.5, ms=5))):
                 for access, line in (("seq", "o-"), ("rand", "s--")):
                     pts = sorted((r["clones"], r[key] / image) for r in result["runs"]
-                                 if (r["kernel"], (where(r), r["engine"]), r["access"])
+                                 if (r["kernel"], (subvolume_of(r), r["engine"]), r["access"])
                                  == (kernel, engine, access))
                     if pts:
                         ax.plot(*zip(*pts), line, label=f"{kernel} {access}", **style)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from bench import clone_results
+from bench.vmimage import subvolume_of
 
 TOP = Path(__file__).resolve().parent.parent
 RESULTS = TOP / "results"
@@ -78,10 +79,9 @@ def vm():
     most = max(r["clones"] for r in data["runs"])
     labels = {"psync": "psync (buffered `pread`)", "io_uring": "io_uring (buffered)",
               "libaio_direct": "libaio, O_DIRECT", "mmap": "mmap"}
-    where = lambda r: r.get("subvolume", "writable")  # noqa: E731
     by, first = {}, {}
     for r in data["runs"]:
-        step = (where(r), r["engine"])
+        step = (subvolume_of(r), r["engine"])
         if r["clones"] == most:
             by.setdefault((step, r["kernel"]), []).append(r)
         if r["clones"] == 1 and r["access"] == "seq":
@@ -90,7 +90,7 @@ def vm():
                  "pcshare cache", "stock disk", "pcshare disk",
                  "first clone's time, pcshare / stock"),
              "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for step in dict.fromkeys((where(r), r["engine"]) for r in data["runs"]):
+    for step in dict.fromkeys((subvolume_of(r), r["engine"]) for r in data["runs"]):
         stock, pcshare = by[(step, "stock")], by[(step, "pcshare")]
         # Bold where the cache makes the difference: at most half of stock's.
         shares = lambda key: (max(r[key] for r in pcshare)  # noqa: E731
@@ -380,8 +380,8 @@ def headline():
             ("read-only", "mmap", "in a read-only subvolume, read with `mmap`")):
         claim(f"{most} reflinked VM images {what}: page cache, in images",
               [ratio(max(r["cache_growth_bytes"] for r in data["runs"]
-                         if (r["kernel"], r.get("subvolume", "writable"), r["engine"],
-                             r["clones"]) == (k, subvolume, engine, most)),
+                         if (r["kernel"], subvolume_of(r), r["engine"], r["clones"])
+                         == (k, subvolume, engine, most)),
                      data["image_bytes"]) for k in KERNELS],
               "bench-vm", "vm-images", "VM images")
 

@@ -25,6 +25,12 @@ from bench import guestbench
 from harness import vm
 
 
+def subvolume_of(run):
+    """Where a run read its images; runs from before the read-only step
+    have no field: writable."""
+    return run.get("subvolume", "writable")
+
+
 def table(result):
     return guestbench.in_images_table(result, ("subvolume", "engine", "access", "clones"))
 

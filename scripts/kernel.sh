@@ -308,9 +308,10 @@ series_chain() {
 
 cmd_check_series() {
 	local wt=$cache/check/src out=$cache/check/build-default base=$cache/stock/src
-	local passed=$cache/check/passed chain p n=0 total objs warnings skip=0
+	local passed=$cache/check/passed chain p n=0 total objs warnings skip=0 chains
 	cmd_source
-	total=$(series_patches | wc -l)
+	mapfile -t chains < <(series_chain)
+	total=${#chains[@]}
 	if [ ! -d "$wt" ]; then
 		mkdir -p "$cache/check"
 		git -C "$base" worktree prune
@@ -318,15 +319,16 @@ cmd_check_series() {
 	fi
 	touch "$passed"
 	# The patches already checked in this chain are applied without a build.
-	while read -r chain p; do
-		grep -qx "$chain" "$passed" || break
+	for chain in "${chains[@]}"; do
+		grep -qx "${chain%% *}" "$passed" || break
 		skip=$((skip + 1))
-	done < <(series_chain)
+	done
 	git -C "$wt" am --abort >/dev/null 2>&1 || true
 	git "${git_id[@]}" -C "$wt" checkout -q --force --detach pcshare-base
 	git -C "$wt" clean -qfdx
 	[ "$skip" = 0 ] || log "patches 1-$skip were checked before (in $passed); resuming at $((skip + 1))"
-	while read -r chain p; do
+	for chain in "${chains[@]}"; do
+		p=${chain#* } chain=${chain%% *}
 		n=$((n + 1))
 		git "${git_id[@]}" -C "$wt" am -q --3way "$p" </dev/null ||
 			{ git -C "$wt" am --abort || true; die "[$n/$total] $(basename "$p") does not apply"; }
@@ -348,7 +350,7 @@ cmd_check_series() {
 $warnings"
 		fi
 		echo "$chain" >>"$passed"
-	done < <(series_chain)
+	done
 	log "all $total patches build (bzImage, and W=1 for the files each touches)"
 }
 

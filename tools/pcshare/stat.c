@@ -128,9 +128,10 @@ static int run_stat(int argc, char **argv, const char **path)
 				       "mapped_keep_refused" };
 	const char *sysfs = getenv("PCSHARE_SYSFS") ?: "/sys/fs/btrfs";
 	struct btrfs_ioctl_fs_info_args info = { 0 };
-	uint64_t v[15], saved, lookups;
+	enum { NR_COUNTERS = sizeof(names) / sizeof(names[0]) };
+	uint64_t v[NR_COUNTERS], saved, lookups;
 	/* Counters the kernel has: each patch adds its own after the last. */
-	int have = 15;
+	int have = NR_COUNTERS;
 	bool mapped, kept, kept_bytes, keep;
 	char dir[PATH_MAX], file[PATH_MAX + NAME_MAX], text[32], mnt[PATH_MAX] = "";
 	char uuid[37], h1[32], h2[32], h3[32], h4[32];
@@ -176,7 +177,7 @@ static int run_stat(int argc, char **argv, const char **path)
 			*p++ = '-';
 	}
 	snprintf(dir, sizeof(dir), "%s/%s/shared_cache", sysfs, uuid);
-	for (i = 0; i < 15; i++) {
+	for (i = 0; i < NR_COUNTERS; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dir, names[i]);
 		e = read_counter(file, text, sizeof(text), &v[i]);
 		if (e == ENOENT && i >= 6) {
@@ -202,7 +203,7 @@ static int run_stat(int argc, char **argv, const char **path)
 	mapped = have >= 10;
 	kept = have >= 11;
 	kept_bytes = have >= 12;
-	keep = have >= 15;
+	keep = have >= NR_COUNTERS;
 	on = cache_enabled(fd, mnt, sizeof(mnt));
 	lookups = v[1] + v[2];
 	saved = v[4] > v[3] ? v[4] - v[3] : 0;
