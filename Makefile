@@ -21,10 +21,11 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
-	@echo "make test            build kernels, run host and guest suites (ends with a summary line);"
-	@echo "                     the debug kernel runs the tests marked debug_kernel"
-	@echo "make test-debug      all guest tests on the debug kernel (lockdep, KASAN), not only those"
-	@echo "                     marked debug_kernel; before submitting a kernel change"
+	@echo "make test            build the pcshare kernel, its debug variant and cp, run the host and guest"
+	@echo "                     suites (ends with a summary line); the debug kernel runs the tests marked"
+	@echo "                     debug_kernel; PCSHARE_TEST_KERNELS=stock:default,... adds stock"
+	@echo "make test-debug      every guest test the debug kernel (lockdep, KASAN) runs at all, not only"
+	@echo "                     those marked debug_kernel; before submitting a kernel change"
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> runs/unshared.json"
 	@echo "make bench-clone     readers and a writer during clones -> runs/clone.json, .png"
 	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> runs/lockhold.json"
@@ -81,11 +82,13 @@ kernels: deps
 	scripts/kernel.sh build stock default
 	scripts/kernel.sh build pcshare default
 
-test: deps $(TOOL)
+# The patched cp too, so that its tests (tests/guest/test_cp_reflink.py) run.
+test: deps $(TOOL) cp
 	$(PYTHON) scripts/run_tests.py
 
-# All the guest tests the debug kernel runs at all, not only those marked
-# debug_kernel that make test runs there (about 40 min here): before
+# Every guest test the debug kernel (lockdep, KASAN, DEBUG_VM) runs at all
+# (btrfs with shared_cache; no xfs or bench_smoke cases), not only those
+# marked debug_kernel that make test runs there: about 40 min here. Before
 # submitting a kernel change.
 test-debug: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py --kernels pcshare:debug --no-host --full-debug
@@ -102,7 +105,7 @@ fstests: deps
 	$(PYTHON) scripts/fstests.py $(FSTESTS_ARGS)
 
 test-host: deps $(TOOL)
-	scripts/kernel.sh build stock default >/dev/null
+	scripts/kernel.sh build pcshare default >/dev/null
 	$(PYTHON) -m pytest -p no:cacheprovider -v tests/host
 
 demo: deps

@@ -31,8 +31,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xfs: runs on XFS (set by the fixtures, or by hand)")
     config.addinivalue_line("markers", "bench_smoke: short runs of the benchmarks' guest sides")
     config.addinivalue_line("markers", "debug_kernel: make test runs it on the debug kernel "
-                            "(lockdep, KASAN) too: the mm-facing code, error and race paths, "
-                            "the soak (make test-debug runs the unmarked ones there as well)")
+                            "(lockdep, KASAN) too: it needs the debug config, or takes paths "
+                            "where a freed folio or a lock order would show (make test-debug "
+                            "runs the unmarked ones there as well)")
     config.addinivalue_line("markers", "corrupts: corrupts blocks on purpose, so the fixture "
                             "expects checksum errors")
     if not os.environ.get("PCSHARE_DISKS"):

@@ -64,10 +64,11 @@ def test_whole_file_in_one_call(fs):
         assert all(fl & fsutil.FIEMAP_EXTENT_SHARED for *_, fl in fsutil.fiemap(d.fileno()))
 
 
-@pytest.mark.debug_kernel
 def test_budget_expiry_returns_partial_progress_then_completes(fs):
-    data = write_fragmented(fs / "src", 4000)
-    assert extent_count(fs / "src") >= 4000
+    # 1000 one-block extents take many times a 1 ms budget to clone, even on
+    # a fast machine (4000 took 19 s to set up and check here).
+    data = write_fragmented(fs / "src", 1000)
+    assert extent_count(fs / "src") >= 1000
     old = fsutil.pattern(len(data), "old")
     fsutil.write_file(fs / "dst", old)
     with open(fs / "src", "rb") as s, open(fs / "dst", "r+b") as d:
@@ -87,9 +88,8 @@ def test_budget_expiry_returns_partial_progress_then_completes(fs):
     assert sha256_file(fs / "dst") == sha256(data)
 
 
-@pytest.mark.debug_kernel
 def test_adapted_chunk_is_written_back_and_carried_on(fs):
-    data = write_fragmented(fs / "src", 4000)
+    data = write_fragmented(fs / "src", 1000)  # 8 MiB: past the 2 MiB asserted below
     with open(fs / "src", "rb") as s, open(fs / "dst", "wb") as d:
         args = CloneRange2(s.fileno(), budget_ms=1)
         assert args.call(d.fileno()) == fsutil.FICLONERANGE2_PARTIAL
@@ -494,7 +494,7 @@ def test_pieces_of_one_extent_stay_one_item(btrfs_checked, scratch_dev, how):
     inside a source extent), with the same data, and the destination's
     extents still work as extents: overwrite, then clone again."""
     mnt = btrfs_checked
-    data = fsutil.pattern(64 * MiB, "pieces")
+    data = fsutil.pattern(32 * MiB, "pieces")  # 32 pieces of 1 MiB
     fsutil.write_file(mnt / "src", data)
     calls = _clone_in_pieces(mnt / "src", mnt / "dst", how)
     fsutil.run("btrfs", "filesystem", "sync", str(mnt))

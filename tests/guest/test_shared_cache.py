@@ -300,7 +300,6 @@ def test_freed_and_reused_space_never_serves_old_data(sc, sync_between):
     assert sha256_file(mnt / name) == sha256(new)
 
 
-@pytest.mark.debug_kernel
 def test_balance_and_scrub_while_shared(sc):
     mnt, dev = sc
     data = fsutil.pattern(16 * MiB, "bal")
@@ -433,12 +432,11 @@ def unmovable_pageblocks():
     return sum(int(line.split()[4 + column]) for line in table[1:] if "zone" in line)
 
 
-@pytest.mark.debug_kernel
 def test_cache_folios_are_movable(sc):
     """A cache filled with plain GFP_NOFS lands in unmovable pageblocks and
     steals them from movable memory, which defeats compaction and THP."""
     mnt, dev = sc
-    size = 256 * MiB
+    size = 128 * MiB
     data = fsutil.pattern(size, "movable")
     fsutil.write_file(mnt / "f", data)
     del data
@@ -447,8 +445,10 @@ def test_cache_folios_are_movable(sc):
     fsutil.sha256_file(mnt / "f")
     assert fsutil.shared_cache_stats(dev)["bytes_filled"] >= size
     grown = unmovable_pageblocks() - before
-    # 256 MiB is 128 pageblocks of 2 MiB; allow a little unrelated churn.
-    assert grown < 16, f"{grown} more unmovable pageblocks after caching {size >> 20} MiB"
+    # A quarter of the pageblocks it fills (2 MiB each) for unrelated churn:
+    # a cache landing in unmovable blocks grows them by all of them.
+    assert grown < (size >> 21) // 4, \
+        f"{grown} more unmovable pageblocks after caching {size >> 20} MiB"
 
 
 def test_sequential_reader_behind_an_appender_reads_nothing_unsummed(sc):
@@ -536,7 +536,6 @@ def test_sequential_reader_behind_an_appender_reads_nothing_unsummed(sc):
     assert fsutil.shared_cache_stats(dev)["bytes_filled"] > 0
 
 
-@pytest.mark.debug_kernel
 def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     mnt, dev = sc
     data = fsutil.pattern(16 * MiB, "conc")
@@ -573,23 +572,23 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     assert not errors, f"readers saw wrong data: {errors}"
 
 
-# On the debug kernel only the cases whose reclaim meets code the others
-# do not (the cache, the compressed cache, content inodes): the mmap ones
-# of unbound files took 4-5 min each there.
+# On the debug kernel in make test too only reclaim meeting partly cached
+# compressed extents and content inodes, where a folio freed under a
+# reader is likeliest; the others took 1-5 min each there.
 DEBUG = pytest.mark.debug_kernel
 
 
-@pytest.mark.parametrize("mount,how", [pytest.param("sc", "read", marks=DEBUG), ("sc", "mmap"),
+@pytest.mark.parametrize("mount,how", [("sc", "read"), ("sc", "mmap"),
                                        pytest.param("scz", "read", marks=DEBUG),
                                        ("scz", "mmap"), pytest.param("scm", "mmap", marks=DEBUG)])
 def test_memory_pressure_keeps_reads_correct(request, mount, how):
-    """Three readers of three clones at once in 32 MiB: reclaim takes cache
+    """Three readers of three 64 MiB clones at once in 32 MiB: reclaim takes cache
     pages one at a time, so compressed extents are found partly cached and
     must be read again whole; mapped readers fill their own pages from the
     cache while both are reclaimed, or (scm: clones in a read-only
     snapshot) share one content inode's pages."""
     mnt, dev = request.getfixturevalue(mount)
-    data = fsutil.pattern(96 * MiB, "pressure")
+    data = fsutil.pattern(64 * MiB, "pressure")
     fsutil.write_file(mnt / "a", data)
     if mount == "scz":
         assert_compressed(mnt / "a")
@@ -617,7 +616,11 @@ def test_memory_pressure_keeps_reads_correct(request, mount, how):
             ["python3", "-c", script, str(path), how], stdout=subprocess.PIPE, text=True,
             preexec_fn=lambda: procs.write_text(str(os.getpid()))) for path in files]
         results = [(child.communicate()[0].strip(), child.returncode) for child in children]
+        events = dict(line.split() for line in
+                      procs.with_name("memory.events").read_text().splitlines())
     assert results == [(expected, 0)] * 3
+    # The readers met the limit: what they read was reclaimed under them.
+    assert int(events["max"]) > 0, events
     bound = fsutil.shared_cache_stats(dev)["mapped_attaches"] - attaches
     assert bound == (3 if mount == "scm" else 0)
 
@@ -718,8 +721,8 @@ def test_nowait_reads_serve_holes_and_preallocated_ranges(sc):
         os.close(fd)
 
 
-@pytest.mark.parametrize("engine", ["uring", "aio"])
 @pytest.mark.debug_kernel
+@pytest.mark.parametrize("engine", ["uring", "aio"])
 def test_io_uring_and_aio_reads_share_the_cache(sc, asyncread, engine):
     mnt, dev = sc
     data = source_and_clone(mnt, dev, 8 * MiB, engine)
@@ -983,7 +986,6 @@ def test_willneed_of_a_clone_fills_from_the_cache(sc, advice):
     assert fsutil.disk_read_bytes(dev) - disk0 < MiB
 
 
-@pytest.mark.debug_kernel
 def test_mapping_of_a_clone_sees_every_change_to_its_file(sc):
     """A clone's own folios filled from the cache behave as stock ones: a
     write, clone or hole punch of the file shows in its mapping, a write to

@@ -27,9 +27,11 @@ from harness.fsutil import MiB, sha256, sha256_file
 from test_shared_cache import PAGE, _fresh, assert_compressed, cold, compressed_sc
 from test_shared_cache import sc, scm  # noqa: F401 (fixtures)
 
-# All of it on the debug kernel too: the mm-facing code (backing files,
-# copies kept for private mappings, uprobes) is where lockdep sees most.
-pytestmark = [pytest.mark.shared_cache, pytest.mark.debug_kernel]
+# On the debug kernel in make test too (marker debug_kernel): the cases that
+# need its config (hold points, IMA, migration) and the mm-facing paths of
+# a mapping's life that KASAN should see end (fork and exit, uprobes, a
+# deleted snapshot). make test-debug runs the rest there too.
+pytestmark = pytest.mark.shared_cache
 SIZE = 8 * MiB
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -315,6 +317,7 @@ def test_overlayfs_over_a_read_only_snapshot_shares(scm):
             fsutil.run("umount", str(top))
 
 
+@pytest.mark.debug_kernel
 def test_a_deleted_snapshot_keeps_its_bound_mapping_readable(scm):
     mnt, dev = scm
     data = image(mnt, dev, 1, "deleted")
@@ -355,6 +358,7 @@ def test_balance_under_bound_mappings(scm):
         a.close()
 
 
+@pytest.mark.debug_kernel
 def test_forks_and_exits_of_bound_mappings(scm):
     mnt, dev = scm
     data = image(mnt, dev, 1, "forks")
@@ -534,6 +538,7 @@ class Caller:
         return self.proc.returncode
 
 
+@pytest.mark.debug_kernel
 def test_uprobes_fire_in_every_bound_mapping_of_the_probed_file_only(scm):
     """A uprobe registered on a file of a read-only snapshot fires in its
     bound mappings made before the probe (found in the content inode's
@@ -617,6 +622,7 @@ def test_sharing_mappings_is_opt_in(sc):
     assert map_both() == 0
 
 
+@pytest.mark.debug_kernel
 def test_shared_folios_migrate_and_soft_offline(scm):
     """Compaction migrates content folios and MADV_SOFT_OFFLINE moves one
     out of a page it retires; the mapping reads the same data after both.
@@ -712,6 +718,7 @@ def test_apparmor_judges_the_users_file_on_mmap_and_mprotect(scm):
     assert line == [want, str(errno.EACCES), str(errno.EACCES), want, "0", "0"], line
 
 
+@pytest.mark.debug_kernel
 def test_ima_judges_the_users_file_on_mprotect(scm, tmp_path):
     """An IMA policy that appraises executable mappings of this filesystem
     (its fsuuid): mprotect(PROT_EXEC) of a bound read-only mapping is
@@ -879,6 +886,7 @@ def map_during_balance(mnt, dev, point, snapshots):
     return data, m0, mapped_stats(dev)
 
 
+@pytest.mark.debug_kernel
 def test_a_key_built_across_a_balance_is_neither_used_nor_kept(scm):
     """Between building a mapping's key (extent lock held) and looking it
     up, a balance moves the file and frees the space the key names.  The
@@ -899,6 +907,7 @@ def test_a_key_built_across_a_balance_is_neither_used_nor_kept(scm):
         b.close()
 
 
+@pytest.mark.debug_kernel
 def test_a_fill_reads_again_blocks_moved_while_it_read(scm):
     """A content fill's reads complete, then a balance moves the file's
     extents and frees the blocks read, before the fill rechecks that the
@@ -920,6 +929,7 @@ def test_a_fill_reads_again_blocks_moved_while_it_read(scm):
 DROP_POINTS = {"content_copy": CONTENT_BATCH, "copy_check": 1}
 
 
+@pytest.mark.debug_kernel
 @pytest.mark.parametrize("point", sorted(DROP_POINTS))
 def test_a_compressed_copy_survives_the_shrinker_dropping_its_extent_map(sczm, point):
     """A content fill of a mapping caches a compressed run and copies it

@@ -37,9 +37,11 @@ from test_shared_map import (TRACING, Caller, elf_symbol_offset, remove_uprobes,
                              uprobe_events, uprobe_hits)
 from test_shared_map import scmp  # noqa: F401 (fixture)
 
-# All of it on the debug kernel too: the mm-facing code (backing files,
-# copies kept for private mappings, uprobes) is where lockdep sees most.
-pytestmark = [pytest.mark.shared_cache, pytest.mark.debug_kernel]
+# On the debug kernel in make test too (marker debug_kernel): the cases
+# that need its config (hold points, copy failures), every operation that
+# makes the copy, and the end of a kept copy (the last mapping gone, a
+# crash). make test-debug runs the rest there too.
+pytestmark = pytest.mark.shared_cache
 SIZE = 4 * MiB
 
 
@@ -188,6 +190,7 @@ def test_a_writer_who_may_not_create_files_there_still_keeps_the_mappings(scmp):
         m.close()
 
 
+@pytest.mark.debug_kernel
 def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
     """The copy no path reaches is an orphan item while mapped (a crash
     leaves it to orphan cleanup) and is deleted after the last mapping
@@ -217,6 +220,7 @@ def test_the_copy_is_an_orphan_deleted_with_the_last_mapping(scmp):
     assert orphan_items(dev, mnt / "c0", want=0) == 0
 
 
+@pytest.mark.debug_kernel
 def test_a_crash_leaves_the_copy_to_orphan_cleanup():
     """The copy kept for a private mapping is an orphan on disk: a crash
     while it is mapped (here the image of the filesystem taken frozen, as
@@ -289,6 +293,7 @@ def map_while_written(dev, path, point, data):
     return child, out
 
 
+@pytest.mark.debug_kernel
 def test_a_fill_that_picked_the_file_before_a_writer_reads_the_copy(scmp):
     """A fill of a private mapping picks the file to read through, and is
     held there (map_source).  Meanwhile the file is opened for writing,
@@ -323,6 +328,7 @@ def test_a_file_open_for_writing_is_not_bound(scmp):
     assert mapped_stats(dev)["mapped_kept"] == m0["mapped_kept"]
 
 
+@pytest.mark.debug_kernel
 def test_opening_for_writing_waits_for_no_one(scmp):
     """The copy is made by the first operation that changes the file, under
     the i_rwsem that operation takes on stock, not at open(): a writer is
@@ -357,6 +363,7 @@ def test_opening_for_writing_waits_for_no_one(scmp):
         m.close()
 
 
+@pytest.mark.debug_kernel
 def test_a_binding_made_while_the_file_is_written_is_dropped(scmp):
     """A mapping gets the file's source (no writer yet) and is held there
     (map_bind); a writer then retires the source, writes and commits, so
@@ -471,6 +478,7 @@ def keep_cases(path):
     }
 
 
+@pytest.mark.debug_kernel
 @pytest.mark.parametrize("op", ["write", "direct-write", "punch-hole", "ficlone",
                                 "copy-file-range", "ftruncate"])
 def test_every_change_to_the_file_keeps_the_mappings_data(scmp, op):
@@ -547,6 +555,7 @@ class FailCopy:
     ("write", errno.EIO, False),
     ("ftruncate", errno.ENOSPC, False),
 ], ids=["write-enospc", "write-edquot", "ftruncate-enomem", "write-eio", "ftruncate-enospc"])
+@pytest.mark.debug_kernel
 def test_a_copy_that_fails(scmp, op, error, fails):
     """The copy the first change of the file makes fails once made.  For
     lack of space a write fails with that error, and short of memory a
