@@ -46,8 +46,8 @@ def main():
     ap.add_argument("--full-debug", action="store_true",
                     help="on a debug kernel run every test it runs at all (btrfs with "
                     "shared_cache, no xfs or bench_smoke cases), not only those marked "
-                    "debug_kernel, and keep those on the default kernel too; implied "
-                    "when its default kernel is not in --kernels (make test-debug)")
+                    "debug_kernel; implied when its default kernel is not in --kernels "
+                    "(make test-debug)")
     ap.add_argument("-k", dest="keyword", help="pytest -k expression for the guest suites "
                     "(on a debug kernel it picks among the tests selected there)")
     ap.add_argument("--out", default=str(vm.CACHE / "test-results"),

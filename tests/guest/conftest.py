@@ -50,6 +50,26 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xfs)
 
 
+# Options only kernel/config/debug.config turns on. A test that skips for
+# want of one and lacks the debug_kernel marker would run in no make test:
+# the default kernel skips it and the debug kernel runs only marked cases.
+DEBUG_ONLY_OPTIONS = ("CONFIG_BTRFS_DEBUG", "CONFIG_COMPACTION", "CONFIG_MEMORY_FAILURE",
+                      "CONFIG_IMA")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not item.get_closest_marker("debug_kernel"):
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+        needs = [o for o in DEBUG_ONLY_OPTIONS if o in reason]
+        if needs:
+            report.outcome = "failed"
+            report.longrepr = (f"skipped for want of {', '.join(needs)} ({reason}), but not "
+                               "marked debug_kernel: make test would run it on no kernel")
+
+
 @pytest.fixture(autouse=True)
 def kernel_features(request):
     """Skip, with the probe's reason, a test marked with a feature of the

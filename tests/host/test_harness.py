@@ -10,7 +10,7 @@ from harness import vm
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 # Any kernel of the project's configs will do: make test passes the first
-# it built (KERNEL:VARIANT), so that it builds no other for these tests.
+# non-debug one of its list (KERNEL:VARIANT), so that it builds no other.
 HARNESS_KERNEL = os.environ.get("PCSHARE_HARNESS_KERNEL", "pcshare:default")
 if HARNESS_KERNEL.count(":") != 1:
     raise pytest.UsageError(f"PCSHARE_HARNESS_KERNEL={HARNESS_KERNEL!r}: want KERNEL:VARIANT, "
