@@ -134,6 +134,26 @@ def sampled(name, key, labels, value, unit):
     return lines
 
 
+def lockstat(top=3):
+    """bench-lockstat's table: per kernel and layout, all contentions over
+    all lock acquisitions, then the TOP classes with the most contentions,
+    their total wait and the call site that waited most."""
+    data = load("lockstat.json")
+    lines = [row("kernel", "files", "lock class", "contentions", "wait", "acquisitions",
+                 "waited most in"), "|---|---|---|---:|---:|---:|---|"]
+    for r in data["runs"]:
+        if r["round"]:
+            continue
+        lines.append(row(r["kernel"], r["files"], "all", f"{r['contentions']:,}", "",
+                         f"{r['acquisitions']:,}", ""))
+        for lock in r["locks"][:top]:
+            waited = max(lock["waited_in"].items(), key=lambda p: p[1], default=("", 0))[0]
+            lines.append(row("", "", f"`{lock['class']}`", f"{lock['contentions']:,}",
+                             f"{lock['wait_total_us'] / 1000:.2f} ms",
+                             f"{lock['acquisitions']:,}", f"`{waited}`" if waited else ""))
+    return lines
+
+
 def unshared():
     data = load("unshared.json")
     median = {(r["kernel"], r["workload"]): r["median"] for r in data["runs"]}
@@ -453,6 +473,7 @@ def headline():
 TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
           "unshared": unshared, "clone-items": clone_items, "clone": clone,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
+          "lockstat": lockstat,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
           "demo-64clones": lambda: demo("demo-64clones.json"),
           "cp": lambda: cp_rows(load("cp.json")), "clone-scale": clone_scale,
