@@ -1,5 +1,7 @@
 """Fixtures for the guest suites: fresh filesystems on the VM's scratch disk."""
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -50,11 +52,12 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xfs)
 
 
-# Options only kernel/config/debug.config turns on. A test that skips for
-# want of one and lacks the debug_kernel marker would run in no make test:
-# the default kernel skips it and the debug kernel runs only marked cases.
-DEBUG_ONLY_OPTIONS = ("CONFIG_BTRFS_DEBUG", "CONFIG_COMPACTION", "CONFIG_MEMORY_FAILURE",
-                      "CONFIG_IMA")
+# The options the debug variant adds (kernel/config/debug.config). A test
+# that skips for want of one and lacks the debug_kernel marker would run in
+# no make test: the default kernel skips it and the debug kernel runs only
+# marked cases.
+DEBUG_CONFIG = Path(__file__).resolve().parents[2] / "kernel/config/debug.config"
+DEBUG_ONLY_OPTIONS = set(re.findall(r"^(CONFIG_\w+)=", DEBUG_CONFIG.read_text(), re.M))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -63,7 +66,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.skipped and not item.get_closest_marker("debug_kernel"):
         reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
-        needs = [o for o in DEBUG_ONLY_OPTIONS if o in reason]
+        needs = sorted(DEBUG_ONLY_OPTIONS.intersection(re.findall(r"CONFIG_\w+", reason)))
         if needs:
             report.outcome = "failed"
             report.longrepr = (f"skipped for want of {', '.join(needs)} ({reason}), but not "

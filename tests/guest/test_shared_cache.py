@@ -572,9 +572,9 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     assert not errors, f"readers saw wrong data: {errors}"
 
 
-# On the debug kernel in make test too only reclaim meeting partly cached
-# compressed extents and content inodes, where a folio freed under a
-# reader is likeliest; the others took 1-5 min each there.
+# make test runs on the debug kernel too only the cases whose reclaim meets
+# partly cached compressed extents and content inodes, where a folio freed
+# under a reader is likeliest; the others took 1-5 min each there.
 DEBUG = pytest.mark.debug_kernel
 
 
@@ -721,8 +721,8 @@ def test_nowait_reads_serve_holes_and_preallocated_ranges(sc):
         os.close(fd)
 
 
-@pytest.mark.debug_kernel
 @pytest.mark.parametrize("engine", ["uring", "aio"])
+@pytest.mark.debug_kernel
 def test_io_uring_and_aio_reads_share_the_cache(sc, asyncread, engine):
     mnt, dev = sc
     data = source_and_clone(mnt, dev, 8 * MiB, engine)
