@@ -21,11 +21,11 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 help:
 	@echo "make demo            the seed experiment on stock and pcshare kernels -> runs/demo.json"
-	@echo "make test            build the pcshare kernel, its debug variant and cp, run the host and guest"
-	@echo "                     suites (ends with a summary line); the debug kernel runs the tests marked"
-	@echo "                     debug_kernel; PCSHARE_TEST_KERNELS=stock:default,... adds stock"
-	@echo "make test-debug      every guest test the debug kernel (lockdep, KASAN) runs at all, not only"
-	@echo "                     those marked debug_kernel; before submitting a kernel change"
+	@echo "make test            build the pcshare kernel and cp, run the host and guest suites (ends with"
+	@echo "                     a summary line); PCSHARE_TEST_KERNELS=pcshare:default,pcshare:debug adds"
+	@echo "                     the debug kernel's debug_kernel cases, stock:default adds stock"
+	@echo "make test-debug      every guest test the debug kernel (lockdep, KASAN) runs at all; before"
+	@echo "                     submitting a kernel change (not part of make test)"
 	@echo "make bench-unshared  reads of unshared data, stock vs pcshare -> runs/unshared.json"
 	@echo "make bench-clone     readers and a writer during clones -> runs/clone.json, .png"
 	@echo "make bench-lockhold  4 KiB writers during one 1 GiB cold pread -> runs/lockhold.json"
@@ -87,9 +87,9 @@ test: deps $(TOOL) cp
 	$(PYTHON) scripts/run_tests.py
 
 # Every guest test the debug kernel (lockdep, KASAN, DEBUG_VM) runs at all
-# (btrfs with shared_cache; no xfs or bench_smoke cases), not only those
-# marked debug_kernel that make test runs there: about 40 min here. Before
-# submitting a kernel change.
+# (btrfs with shared_cache; no xfs or bench_smoke cases): about 40 min here
+# with the kernel built. Not in make test, whose time from an empty cache it
+# would push past an hour; before submitting a kernel change.
 test-debug: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py --kernels pcshare:debug --no-host --full-debug
 

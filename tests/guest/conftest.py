@@ -32,10 +32,11 @@ def pytest_configure(config):
                             "btrfs clone locking")
     config.addinivalue_line("markers", "xfs: runs on XFS (set by the fixtures, or by hand)")
     config.addinivalue_line("markers", "bench_smoke: short runs of the benchmarks' guest sides")
-    config.addinivalue_line("markers", "debug_kernel: make test runs it on the debug kernel "
-                            "(lockdep, KASAN) too: it needs the debug config, or takes paths "
-                            "where a freed folio or a lock order would show (make test-debug "
-                            "runs the unmarked ones there as well)")
+    config.addinivalue_line("markers", "debug_kernel: a run with the debug kernel "
+                            "(lockdep, KASAN) beside the default one runs it there too: it "
+                            "needs the debug config, or takes paths where a freed folio or a "
+                            "lock order would show (make test-debug runs the unmarked ones "
+                            "there as well)")
     config.addinivalue_line("markers", "corrupts: corrupts blocks on purpose, so the fixture "
                             "expects checksum errors")
     if not os.environ.get("PCSHARE_DISKS"):
@@ -53,9 +54,10 @@ def pytest_collection_modifyitems(items):
 
 
 # The options the debug variant adds (kernel/config/debug.config). A test
-# that skips for want of one and lacks the debug_kernel marker would run in
-# no make test: the default kernel skips it and the debug kernel runs only
-# marked cases.
+# that skips for want of one and lacks the debug_kernel marker would run
+# only in make test-debug: the default kernel skips it, and a run with both
+# kernels (PCSHARE_TEST_KERNELS=pcshare:default,pcshare:debug) runs only
+# marked cases on the debug one.
 DEBUG_CONFIG = Path(__file__).resolve().parents[2] / "kernel/config/debug.config"
 DEBUG_ONLY_OPTIONS = set(re.findall(r"^(CONFIG_\w+)=", DEBUG_CONFIG.read_text(), re.M))
 
@@ -70,7 +72,7 @@ def pytest_runtest_makereport(item, call):
         if needs:
             report.outcome = "failed"
             report.longrepr = (f"skipped for want of {', '.join(needs)} ({reason}), but not "
-                               "marked debug_kernel: make test would run it on no kernel")
+                               "marked debug_kernel: a run of both kernels would run it on neither")
 
 
 @pytest.fixture(autouse=True)
