@@ -180,7 +180,8 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
                 log.write(line)
                 log.flush()
                 if echo:
-                    sys.stdout.write(line)
+                    # A string names the guest, for runs of several at once.
+                    sys.stdout.write(echo + line if isinstance(echo, str) else line)
                     sys.stdout.flush()
 
         reader = threading.Thread(target=pump, daemon=True)
