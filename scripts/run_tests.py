@@ -55,6 +55,15 @@ def guest_file_groups(guests):
         return [files]
     return [FIRST_GUEST_FILES, [f for f in files if f not in FIRST_GUEST_FILES]]
 
+def boot_case(name, result, seconds):
+    body = ""
+    if result is None or not (result.exit_status is not None and not result.problems
+                              and "hang" not in result.reason):
+        reason = result.reason if result else "kernel build failed"
+        body = f'<failure message="{escape(reason, {chr(34): "&quot;"})}"/>'
+    return f'<testcase classname="boot" name="{name}" time="{seconds:.1f}">{body}</testcase>'
+
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
