@@ -88,8 +88,9 @@ test: deps $(TOOL) cp
 
 # Every guest test the debug kernel (lockdep, KASAN, DEBUG_VM) runs at all
 # (btrfs with shared_cache; no xfs or bench_smoke cases): about 40 min here
-# with the kernel built. Not in make test, whose time from an empty cache it
-# would push past an hour; before submitting a kernel change.
+# with the kernel built, measured before the suites' sizes were cut. Not in
+# make test, whose time from an empty cache it would push past an hour;
+# before submitting a kernel change.
 test-debug: deps $(TOOL)
 	$(PYTHON) scripts/run_tests.py --kernels pcshare:debug --no-host --full-debug
 

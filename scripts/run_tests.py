@@ -55,6 +55,7 @@ def guest_file_groups(guests):
         return [files]
     return [FIRST_GUEST_FILES, [f for f in files if f not in FIRST_GUEST_FILES]]
 
+
 def boot_case(name, result, seconds):
     body = ""
     if result is None or not (result.exit_status is not None and not result.problems
@@ -62,7 +63,6 @@ def boot_case(name, result, seconds):
         reason = result.reason if result else "kernel build failed"
         body = f'<failure message="{escape(reason, {chr(34): "&quot;"})}"/>'
     return f'<testcase classname="boot" name="{name}" time="{seconds:.1f}">{body}</testcase>'
-
 
 
 def main():
@@ -157,21 +157,21 @@ def main():
 
         def run_guest(i):
             part = f"{name}-{i + 1}" if len(groups) > 1 else name
+            junit = out / f"run-{part}" / "junit.xml"
             # A guest that dies before pytest writes must not pass on the
             # last run's file.
-            (out / f"run-{part}" / "junit.xml").unlink(missing_ok=True)
+            junit.unlink(missing_ok=True)
             t0 = time.monotonic()
             result = vm.run_vm(command + [f"tests/guest/{f}" for f in groups[i]],
                                kernel=kernel, variant=variant, disks=["8G"], mem="3G",
-                               timeout=timeout, out_dir=out / f"run-{part}", env=env,
+                               timeout=timeout, out_dir=junit.parent, env=env,
                                echo=f"[{i + 1}] " if len(groups) > 1 else True)
-            return part, result, time.monotonic() - t0
+            return part, junit, result, time.monotonic() - t0
 
         with ThreadPoolExecutor(len(groups)) as pool:
-            for part, result, seconds in pool.map(run_guest, range(len(groups))):
+            for part, junit, result, seconds in pool.map(run_guest, range(len(groups))):
                 print(f"{part}: {result.summary()}", flush=True)
                 boots.append(boot_case(part, result, seconds))
-                junit = out / f"run-{part}" / "junit.xml"
                 if junit.exists():
                     target = out / f"guest-{part}.xml"
                     target.write_bytes(junit.read_bytes())

@@ -572,7 +572,8 @@ def test_concurrent_readers_while_a_clone_is_rewritten(sc):
     assert not errors, f"readers saw wrong data: {errors}"
 
 
-# make test runs on the debug kernel too only the cases whose reclaim meets
+# Beside the default kernel (PCSHARE_TEST_KERNELS=pcshare:default,
+# pcshare:debug), the debug kernel runs only the cases whose reclaim meets
 # partly cached compressed extents and content inodes, where a folio freed
 # under a reader is likeliest; the others took 1-5 min each there.
 DEBUG = pytest.mark.debug_kernel
