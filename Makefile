@@ -172,7 +172,7 @@ RUNS = $(or $(PCSHARE_RUNS),runs)
 publish:
 	@ls $(RUNS)/*.json >/dev/null 2>&1 || { echo "publish: no $(RUNS)/*.json: run make demo or a make bench-NAME first" >&2; exit 1; }
 	cp $(RUNS)/*.json results/
-	@for f in $(RUNS)/*.png $(RUNS)/*.md; do [ ! -e "$$f" ] || cp -v "$$f" results/; done
+	@for f in $(RUNS)/*.png $(RUNS)/*.md $(RUNS)/*.txt; do [ ! -e "$$f" ] || cp -v "$$f" results/; done
 	$(PYTHON) -m bench.tables --write
 	@echo "publish: results/, README.md and docs/ updated; review with git diff"
 

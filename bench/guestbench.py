@@ -14,23 +14,29 @@ TOP = vm.TOP
 
 
 def run(name, kernel, guest_args, *, disk="4G", mem="4G", timeout=3600,
-        shared_cache="shared_cache", cpus=2, variant="default"):
+        shared_cache="shared_cache", cpus=2, variant="default", icount=None):
     """Run bench.NAME_guest GUEST_ARGS in a guest of KERNEL (its build
     VARIANT), with a
     scratch disk at /dev/vda and mount option SHARED_CACHE (shared_cache, or
     shared_cache_map to share mappings too) when the kernel has the cache;
-    returns the JSON it wrote. Exits with a message naming the
+    returns the JSON it wrote. ICOUNT: harness.vm.run_vm()'s, an
+    instruction-counting clock. Exits with a message naming the
     kernel and the console log when the guest fails."""
-    out_dir = vm.CACHE / f"bench-{name}" / kernel
+    directory = out_dir(name, kernel)
     command = [sys.executable, "-m", f"bench.{name}_guest", "--device", "/dev/vda",
                "--json", f"/run/pcshare/out/{name}.json", *guest_args]
     # The guest keeps only the options its kernel has (harness.features).
     command += ["--mount-options", shared_cache]
     result = vm.run_vm(command, kernel=kernel, variant=variant, mem=mem, cpus=cpus,
-                       disks=[disk], timeout=timeout, out_dir=out_dir)
+                       disks=[disk], timeout=timeout, out_dir=directory, icount=icount)
     if not result.ok:
         raise SystemExit(f"bench-{name}: {kernel} guest failed: {result.summary()}")
-    return json.loads((out_dir / f"{name}.json").read_text())
+    return json.loads((directory / f"{name}.json").read_text())
+
+
+def out_dir(name, kernel):
+    """Where run() leaves what the guest of bench NAME on KERNEL wrote."""
+    return vm.CACHE / f"bench-{name}" / kernel
 
 
 def provenance():

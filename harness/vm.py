@@ -108,8 +108,14 @@ def parse_size(text):
 
 def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
            mem="2G", cpus=2, disks=(), timeout=600, out_dir=None, env=None,
-           cwd=None, echo=True, append=""):
-    """Boot, run `command` (argv list) in the guest, return a Result."""
+           cwd=None, echo=True, append="", icount=None):
+    """Boot, run `command` (argv list) in the guest, return a Result.
+    ICOUNT: run the vCPUs under TCG (even where KVM works) in one thread
+    with QEMU's -icount shift=ICOUNT, so the guest's clock counts
+    instructions (2^ICOUNT ns each) and not host time: a guest-timed
+    benchmark then compares instruction counts, free of what else the host
+    runs. Idle time is skipped, so waits for the disk take no guest time:
+    only CPU-bound timing means anything there."""
     bzimage = Path(bzimage or bzimage_for(kernel, variant))
     if not bzimage.is_file():
         raise FileNotFoundError(f"no kernel at {bzimage}: build it with "
@@ -144,7 +150,12 @@ def run_vm(command, *, kernel="stock", variant="default", bzimage=None,
     job.append(shlex.join(command))
     (out / "job.sh").write_text("\n".join(job) + "\n")
 
-    if kvm_usable():
+    if icount is not None:
+        # icount needs all vCPUs in one thread; sleep=off skips idle time.
+        accel = ["-accel", "tcg,thread=single", "-cpu", "max",
+                 "-icount", f"shift={int(icount)},align=off,sleep=off"]
+        append = f"rcupdate.rcu_cpu_stall_timeout=300 {append}"
+    elif kvm_usable():
         accel = ["-accel", "kvm", "-cpu", "host"]
     else:
         accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
