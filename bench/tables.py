@@ -111,12 +111,18 @@ def hit():
     labels = {"rand_4k": "4 KiB random reads", "rand_64k": "64 KiB random reads",
               "seq_1m": "1 MiB sequential reads"}
     iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in data["runs"]}
-    lines = [row("workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock"),
-             "|---|---:|---:|---:|"]
+    paired = data.get("paired", {})
+    head = ["workload", "stock", "pcshare (`shared_cache`)", "pcshare / stock"]
+    if paired:
+        head += ["clone / plain file, same boot: stock", "pcshare"]
+    lines = [row(*head), "|---" + "|---:" * (len(head) - 1) + "|"]
     for workload, value in data["ratio"].items():
-        lines.append(row(labels.get(workload, workload),
-                         f"{iops[('stock', workload)]:,.0f} IOPS",
-                         f"{iops[('pcshare', workload)]:,.0f} IOPS", f"{value:.2f}"))
+        cells = [labels.get(workload, workload), f"{iops[('stock', workload)]:,.0f} IOPS",
+                 f"{iops[('pcshare', workload)]:,.0f} IOPS", f"{value:.2f}"]
+        if paired:
+            cells += [f"{p['median']:.3f} ({p['ci95'][0]:.3f}-{p['ci95'][1]:.3f})"
+                      for p in (paired[workload][k] for k in ("stock", "pcshare"))]
+        lines.append(row(*cells))
     return lines
 
 
@@ -310,6 +316,54 @@ def lockhold():
     return lines
 
 
+def verdict(value, goal, higher_is_better=True):
+    """'met', or by how much VALUE misses GOAL, in percent of the goal."""
+    miss = (goal - value) / goal if higher_is_better else (value - goal) / goal
+    return "met" if miss <= 0 else f"missed by {miss * 100:.1f}%"
+
+
+def targets():
+    """Issue 26's targets against stock, each from its results file: the
+    goal, what was measured and whether it is met."""
+    lines = [row("read path", "goal", "measured (pcshare / stock)", "met?", "measured by"),
+             "|---|---:|---:|---|---|"]
+    runs = load("lockhold.json")["runs"]
+    median = {k: statistics.median(r["read_seconds"] for r in runs if r["kernel"] == k)
+              for k in KERNELS}
+    value = median["pcshare"] / median["stock"]
+    lines.append(row("one cold 1 GiB `pread` (time, median of boots) while writers write",
+                     "at most 1.10x", f"{value:.2f}x", verdict(value, 1.10, False),
+                     "`make bench-lockhold`"))
+    ratios = load("uring.json")["ratio"]
+    for depth in (1, 8, 32):
+        value = ratios[f"randread {depth}"]
+        lines.append(row(f"cold io_uring 4 KiB random reads, queue depth {depth} (IOPS)",
+                         "at least 0.95x", f"{value:.2f}x", verdict(value, 0.95),
+                         "`make bench-uring`"))
+    data = load("hit.json")
+    timed = ", by instruction count" if data.get("clock", "host") != "host" else ""
+    labels = {"rand_4k": "4 KiB random", "rand_64k": "64 KiB random",
+              "seq_1m": "1 MiB sequential"}
+    for workload, label in labels.items():
+        value = data["ratio"][workload]
+        shown = f"{value:.3f}x" if timed else f"{value:.2f}x"
+        lines.append(row(f"{label} cache hits (IOPS{timed}), median of each kernel's samples",
+                         "at least 0.98x", shown, verdict(value, 0.98), "`make bench-hit`"))
+        paired = data.get("paired", {}).get(workload, {}).get("pcshare")
+        if paired:
+            low, high = paired["ci95"]
+            lines.append(row(f"{label} cache hits against page cache hits in the same boot "
+                             "(median of pairs)",
+                             "at least 0.98x", f"{paired['median']:.3f}x ({low:.3f}-{high:.3f})",
+                             verdict(paired["median"], 0.98), "`make bench-hit`"))
+    ratios = load("scaling.json")["ratio"]
+    most = max(int(key.split()[1]) for key in ratios)
+    lines.append(row(f"{most} readers of {most} distinct cold files at once (MiB/s)",
+                     "measured", f"{ratios[f'distinct {most}']:.2f}x", "",
+                     "`make bench-scaling`"))
+    return lines
+
+
 def clone():
     """bench-clone's table, as bench/clone.py writes it to runs/clone.md."""
     return clone_results.markdown(load("clone.json")).split("\n")
@@ -405,8 +459,10 @@ def headline():
                      data["image_bytes"]) for k in KERNELS],
               "bench-vm", "vm-images", "VM images")
 
-    iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in load("hit.json")["runs"]}
-    claim("a cache hit: 4 KiB random reads of a cached clone",
+    data = load("hit.json")
+    iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in data["runs"]}
+    timed = ", timed by instructions executed" if data.get("clock", "host") != "host" else ""
+    claim(f"a cache hit: 4 KiB random reads of a cached clone{timed}",
           [f"{iops[(k, 'rand_4k')]:,.0f} IOPS" for k in KERNELS],
           "bench-hit", "the-price-of-a-hit", "the price of a hit")
 
@@ -470,7 +526,7 @@ def headline():
     return lines
 
 
-TABLES = {"headline": headline, "containers": containers, "vm": vm, "hit": hit,
+TABLES = {"headline": headline, "targets": targets, "containers": containers, "vm": vm, "hit": hit,
           "unshared": unshared, "clone-items": clone_items, "clone": clone,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
           "lockstat": lockstat,
