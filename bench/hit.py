@@ -21,13 +21,13 @@ page cache path on both kernels. Writes runs/hit.json
 and runs/hit.png, and prints the IOPS ratio per workload. Under TCG the
 guest's clock counts instructions by default (--clock), so IOPS are per
 instruction, not host time: repeatable to a few tenths of a percent,
-blind to what an instruction costs (cache misses, atomics). "ratio" compares medians across
-boots of the two kernels; "paired"
-compares a clone's reads with the plain file's in the same boot (on
-pcshare: a cache hit against a page cache hit; on stock: two page cache
-hits, the control), with a bootstrap 95% interval of the median. Compare
-times only within one run (the results file says which clock and
-accelerator it had).
+blind to what an instruction costs (cache misses, atomics). "ratio"
+compares medians across boots of the two kernels; "paired" compares a
+clone's reads with the plain file's in the same boot (on pcshare: a cache
+hit against a page cache hit; on stock: two page cache hits, the
+control), with a bootstrap 95% interval of the median. Compare times only
+within one run (the results file says which clock and accelerator it
+had).
 """
 import random
 import shutil
@@ -105,7 +105,8 @@ def main():
     for kernel in kernels:
         vm.build_kernel(kernel)
 
-    collected, extra, counters, cold, pair_ratios, misrouted = {}, {}, [], [], {}, []
+    iops = {"clone": {}, "plain": {}}  # file -> (kernel, workload) -> samples
+    extra, counters, cold, pair_ratios, misrouted = {}, [], [], {}, []
     for r in range(args.rounds):
         for kernel in kernels:
             print(f"== round {r + 1}/{args.rounds}: {kernel}", flush=True)
@@ -119,7 +120,7 @@ def main():
                 if s["disk_read_bytes"]:
                     cold.append(f"{kernel} round {r + 1} read {s['disk_read_bytes']} bytes "
                                 f"from disk during {s['workload']} of {s['file']}")
-                collected.setdefault((kernel, s["workload"], s["file"]), []).append(s["iops"])
+                iops[s["file"]].setdefault((kernel, s["workload"]), []).append(s["iops"])
             pair_up(kernel, r + 1, got["samples"], pair_ratios, misrouted)
             if args.profile:
                 for file in ("clone", "plain"):
@@ -130,8 +131,7 @@ def main():
             extra[kernel] = got["kernel_release"]
             if got["shared_cache"] is not None:
                 counters.append({"kernel": kernel, "round": r, **got["shared_cache"]})
-    clone = {(k, w): v for (k, w, f), v in collected.items() if f == "clone"}
-    plain = {(k, w): v for (k, w, f), v in collected.items() if f == "plain"}
+    clone, plain = iops["clone"], iops["plain"]
     runs = [{"kernel": k, "workload": w, "iops_median": statistics.median(v), "samples": v,
              "plain_iops_median": statistics.median(plain[k, w]) if (k, w) in plain else None,
              "plain_samples": plain.get((k, w), [])}

@@ -23,8 +23,13 @@ WORKLOADS = {"rand_4k": ("randread", "4k"), "rand_64k": ("randread", "64k"),
              "seq_1m": ("read", "1m")}
 
 
+def fio_env(path, rw, bs, runtime):
+    """The environment bench/jobs/hot-read.fio reads its settings from."""
+    return dict(os.environ, FILE=str(path), RW=rw, BS=bs, RUNTIME=str(runtime))
+
+
 def sample(meter, path, name, rw, bs, runtime, pair):
-    env = dict(os.environ, FILE=str(path), RW=rw, BS=bs, RUNTIME=str(runtime))
+    env = fio_env(path, rw, bs, runtime)
     jobs = []
     step = meter.measure(lambda: jobs.extend(fsutil.run_fio(JOB, env)))
     iops, disk = jobs[0]["read"]["iops"], step["disk_read_bytes"]
@@ -36,10 +41,10 @@ def sample(meter, path, name, rw, bs, runtime, pair):
 
 
 def profile(path, runtime, out):
-    """perf's symbols (kernel and fio's) of `runtime` seconds of 4 KiB random reads of
-    PATH, sampled on the cpu-clock (under -icount: every so many
+    """perf's symbols (kernel and fio's) of RUNTIME seconds of 4 KiB random
+    reads of PATH, sampled on the cpu-clock (under -icount: every so many
     instructions), as a text report at OUT."""
-    env = dict(os.environ, FILE=str(path), RW="randread", BS="4k", RUNTIME=str(runtime))
+    env = fio_env(path, "randread", "4k", runtime)
     data = out.with_suffix(".data")
     fsutil.run("perf", "record", "-q", "-N", "-e", "cpu-clock", "-F", "2000", "-o", str(data),
                "--", "fio", "--output-format=json", str(JOB), env=env)

@@ -106,6 +106,17 @@ def vm():
     return lines
 
 
+def counts_instructions(hit_data):
+    """Was this bench-hit run timed by the guest's instruction count?"""
+    return hit_data.get("clock", "host") != "host"
+
+
+def lockhold_read_seconds(runs):
+    """Per kernel, the median over boots of the one huge read's time."""
+    return {k: statistics.median(r["read_seconds"] for r in runs if r["kernel"] == k)
+            for k in KERNELS}
+
+
 def hit():
     data = load("hit.json")
     labels = {"rand_4k": "4 KiB random reads", "rand_64k": "64 KiB random reads",
@@ -327,9 +338,7 @@ def targets():
     goal, what was measured and whether it is met."""
     lines = [row("read path", "goal", "measured (pcshare / stock)", "met?", "measured by"),
              "|---|---:|---:|---|---|"]
-    runs = load("lockhold.json")["runs"]
-    median = {k: statistics.median(r["read_seconds"] for r in runs if r["kernel"] == k)
-              for k in KERNELS}
+    median = lockhold_read_seconds(load("lockhold.json")["runs"])
     value = median["pcshare"] / median["stock"]
     lines.append(row("one cold 1 GiB `pread` (time, median of boots) while writers write",
                      "at most 1.10x", f"{value:.2f}x", verdict(value, 1.10, False),
@@ -341,7 +350,7 @@ def targets():
                          "at least 0.95x", f"{value:.2f}x", verdict(value, 0.95),
                          "`make bench-uring`"))
     data = load("hit.json")
-    timed = ", by instruction count" if data.get("clock", "host") != "host" else ""
+    timed = ", by instruction count" if counts_instructions(data) else ""
     labels = {"rand_4k": "4 KiB random", "rand_64k": "64 KiB random",
               "seq_1m": "1 MiB sequential"}
     for workload, label in labels.items():
@@ -461,7 +470,7 @@ def headline():
 
     data = load("hit.json")
     iops = {(r["kernel"], r["workload"]): r["iops_median"] for r in data["runs"]}
-    timed = ", timed by instructions executed" if data.get("clock", "host") != "host" else ""
+    timed = ", timed by instructions executed" if counts_instructions(data) else ""
     claim(f"a cache hit: 4 KiB random reads of a cached clone{timed}",
           [f"{iops[(k, 'rand_4k')]:,.0f} IOPS" for k in KERNELS],
           "bench-hit", "the-price-of-a-hit", "the price of a hit")
@@ -517,17 +526,15 @@ def headline():
               "cp --reflink", doc="cp.md")
 
     data = load("lockhold.json")
-    runs = data["runs"]
+    median = lockhold_read_seconds(data["runs"])
     claim(f"one cold {data['size'] >> 30} GiB `pread` while two processes write 4 KiB blocks "
-          "into the file",
-          [f"{statistics.median(r['read_seconds'] for r in runs if r['kernel'] == k):.1f} s"
-           for k in KERNELS],
+          "into the file", [f"{median[k]:.1f} s" for k in KERNELS],
           "bench-lockhold", "writers-during-one-huge-cold-read", "writers during a read")
     return lines
 
 
-TABLES = {"headline": headline, "targets": targets, "containers": containers, "vm": vm, "hit": hit,
-          "unshared": unshared, "clone-items": clone_items, "clone": clone,
+TABLES = {"headline": headline, "targets": targets, "containers": containers, "vm": vm,
+          "hit": hit, "unshared": unshared, "clone-items": clone_items, "clone": clone,
           "mix": mix, "mix-psync": lambda: mix("mix-psync.json"), "lockhold": lockhold,
           "lockstat": lockstat,
           "demo": demo, "demo-zstd": lambda: demo("demo-zstd.json"),
